@@ -1,0 +1,68 @@
+"""`ClusterView`: the read-only picture a policy decides from.
+
+The same class serves the simulator and the real backends, so a policy
+cannot tell them apart. The view is a thin window onto the engine's state,
+not a copy: it is cheap to build, and valid only during the call it is
+passed to. Policies must not keep it or change anything reached through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+from rackwise.cluster.allocation import Allocation, TentativeAllocation
+from rackwise.cluster.topology import Topology
+from rackwise.workload.state import JobState
+
+if TYPE_CHECKING:
+    from rackwise.perf.base import PerfModel
+
+
+class ClusterView:
+    """Read-only state of a cluster and its queue at one instant.
+
+    Attributes:
+        topology: The cluster's racks, nodes, GPUs and links.
+        pending: Jobs waiting to run, in the order they entered the queue
+            (arrival, or return after a preemption).
+        running: Jobs holding GPUs, in the order they started.
+        perf: The performance model, for "how fast would J run on G" questions.
+    """
+
+    def __init__(self, topology: Topology, allocation: Allocation,
+                 pending: dict[str, JobState], running: dict[str, JobState],
+                 perf: PerfModel) -> None:
+        self.topology = topology
+        self._allocation = allocation
+        self.pending: Mapping[str, JobState] = MappingProxyType(pending)
+        self.running: Mapping[str, JobState] = MappingProxyType(running)
+        self.perf = perf
+        self.now = 0.0
+
+    # Free-GPU questions, answered in O(1) by the allocation's counters.
+    @property
+    def n_free(self) -> int:
+        return self._allocation.n_free
+
+    def free_in_node(self, node_id: int) -> int:
+        return self._allocation.free_in_node(node_id)
+
+    def free_in_rack(self, rack_id: int) -> int:
+        return self._allocation.free_in_rack(rack_id)
+
+    def free_gpu_ids(self, node_id: int) -> list[int]:
+        return self._allocation.free_gpu_ids(node_id)
+
+    def owner_of(self, gpu_id: int) -> str | None:
+        """The job holding a GPU, or None if it is free."""
+        return self._allocation.owner[gpu_id]
+
+    def tentative(self) -> TentativeAllocation:
+        """A scratch overlay to try out starts and preemptions within one decision."""
+        return TentativeAllocation(self._allocation)
+
+    def rate_on(self, state: JobState, gpu_ids: tuple[int, ...]) -> float:
+        """Iterations per second the job would make on ``gpu_ids`` (a what-if)."""
+        return self.perf.rate(state.job, gpu_ids, self.running)

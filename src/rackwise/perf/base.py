@@ -1,0 +1,78 @@
+"""The seam between engines and performance models.
+
+An engine asks a `PerfModel` two things: the rate (iterations per second)
+of each running job whose rate may have changed after a start, stop or
+preemption, and how long a restarted job spends restoring its checkpoint.
+Policies may ask the same model "what if" questions through the view.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+
+from rackwise.cluster.topology import Topology
+from rackwise.workload.job import Job
+
+if TYPE_CHECKING:
+    from rackwise.workload.state import JobState
+
+
+class PerfModel(Protocol):
+    """How fast jobs run where they are placed."""
+
+    def prepare(self, jobs: Sequence[Job], topology: Topology,
+                rng: np.random.Generator) -> list[Job]:
+        """Fill in what the model needs (model names, iterations); called once per run."""
+        ...
+
+    def rate(self, job: Job, gpu_ids: tuple[int, ...],
+             running: Mapping[str, JobState]) -> float:
+        """Iterations per second ``job`` would make on ``gpu_ids`` beside ``running``."""
+        ...
+
+    def rates(self, running: Mapping[str, JobState], changed: Collection[str]) -> dict[str, float]:
+        """New rates of running jobs after the jobs in ``changed`` started or stopped.
+
+        Must include every running job in ``changed``; may include others
+        whose rate changed (sharing a node or an uplink).
+        """
+        ...
+
+    def restart_overhead_s(self, job: Job) -> float:
+        """Seconds a preempted job spends restoring before it makes progress again."""
+        ...
+
+
+@dataclass(frozen=True)
+class IdealPerf:
+    """Every job runs at its trace speed on any placement; no interference.
+
+    With it, a job's run time equals its trace duration (plus a fixed
+    checkpoint/restore cost per preemption): the model the classic trace
+    simulators use.
+    """
+
+    checkpoint_restore_s: float = 30.0
+
+    def prepare(self, jobs: Sequence[Job], topology: Topology,
+                rng: np.random.Generator) -> list[Job]:
+        return list(jobs)
+
+    def rate(self, job: Job, gpu_ids: tuple[int, ...],
+             running: Mapping[str, JobState]) -> float:
+        return job.total_iters / job.duration_s if job.duration_s > 0 else float("inf")
+
+    def rates(self, running: Mapping[str, JobState], changed: Collection[str]) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for job_id in changed:
+            state = running.get(job_id)
+            if state is not None:
+                out[job_id] = self.rate(state.job, state.gpu_ids, running)
+        return out
+
+    def restart_overhead_s(self, job: Job) -> float:
+        return self.checkpoint_restore_s

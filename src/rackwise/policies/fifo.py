@@ -1,0 +1,41 @@
+"""FIFO: jobs start in arrival order (baselines.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from rackwise.cluster.view import ClusterView
+from rackwise.policies.base import BasePolicy, Decisions
+from rackwise.policies.parts.ordering import start_in_order
+from rackwise.policies.parts.placement import get_placement
+
+
+@dataclass(kw_only=True)
+class Fifo(BasePolicy):
+    """First in, first out, never preempting.
+
+    Args:
+        placement: A placement strategy name (see ``rackwise policies``).
+        backfill: Let later jobs that fit start while the head job waits
+            (no reservation, so a large head job can wait long).
+    """
+
+    name: ClassVar[str] = "fifo"
+    placement: str = "consolidated"
+    backfill: bool = False
+
+    def schedule(self, view: ClusterView, now: float) -> Decisions:
+        if view.n_free == 0 or not view.pending:
+            return Decisions()
+        place = get_placement(self.placement)
+        starts = start_in_order(view, view.pending.values(), place, self.rng_, backfill=self.backfill)
+        return Decisions(start=tuple(starts))
+
+
+@dataclass(kw_only=True)
+class FifoBackfill(Fifo):
+    """FIFO with backfilling (``fifo`` with ``backfill=True``)."""
+
+    name: ClassVar[str] = "fifo-backfill"
+    backfill: bool = True

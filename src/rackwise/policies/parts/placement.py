@@ -1,0 +1,120 @@
+"""Placement strategies: which free GPUs a job of n GPUs gets.
+
+Each strategy is a pure function ``(free, n_gpus, rng) -> gpu ids | None``
+over the read-only `FreeGpus` protocol, so any policy can reuse any of them
+on the live allocation or on a tentative overlay. ``None`` means "does not
+fit now"; the caller decides whether to wait.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+from rackwise.cluster.allocation import FreeGpus
+from rackwise.errors import UnknownNameError, suggest
+
+Placement = Callable[[FreeGpus, int, np.random.Generator], "tuple[int, ...] | None"]
+
+
+def _gpus_from(free: FreeGpus, nodes: Iterable[int], n_gpus: int) -> tuple[int, ...]:
+    """Take the lowest free GPU ids from the given nodes, in order, until n_gpus."""
+    chosen: list[int] = []
+    for node in nodes:
+        need = n_gpus - len(chosen)
+        if need <= 0:
+            break
+        chosen.extend(free.free_gpu_ids(node)[:need])
+    return tuple(chosen)
+
+
+def _fewest_nodes(free: FreeGpus, nodes: Iterable[int], n_gpus: int) -> list[int] | None:
+    """The fewest nodes among ``nodes`` that hold n_gpus free GPUs.
+
+    Largest nodes first; the last one is the tightest node that covers the
+    remainder, so a partial node is as full as possible.
+    """
+    counted = sorted(((free.free_in_node(n), n) for n in nodes), key=lambda fn: (-fn[0], fn[1]))
+    counted = [(f, n) for f, n in counted if f > 0]
+    chosen: list[int] = []
+    need = n_gpus
+    for index, (count, node) in enumerate(counted):
+        if count >= need:
+            # the tightest of the remaining nodes that still covers `need`
+            tight = min((c, n) for c, n in counted[index:] if c >= need)
+            chosen.append(tight[1])
+            return chosen
+        chosen.append(node)
+        need -= count
+    return None
+
+
+def consolidated(free: FreeGpus, n_gpus: int, rng: np.random.Generator) -> tuple[int, ...] | None:
+    """Fewest nodes, then fewest racks: one node if any fits, else one rack, else anywhere."""
+    if n_gpus > free.n_free:
+        return None
+    topology = free.topology
+    if n_gpus <= topology.max_gpus_per_node:
+        node = free.tightest_node(n_gpus)
+        if node is not None:
+            return tuple(free.free_gpu_ids(node)[:n_gpus])
+    best: list[int] | None = None
+    for rack, rack_nodes in enumerate(topology.rack_nodes):
+        if free.free_in_rack(rack) < n_gpus:
+            continue
+        nodes = _fewest_nodes(free, rack_nodes, n_gpus)
+        if nodes is not None and (best is None or len(nodes) < len(best)):
+            best = nodes
+    if best is None:
+        best = _fewest_nodes(free, range(topology.n_nodes), n_gpus)
+    return None if best is None else _gpus_from(free, best, n_gpus)
+
+
+def first_fit(free: FreeGpus, n_gpus: int, rng: np.random.Generator) -> tuple[int, ...] | None:
+    """The lowest-numbered free GPUs, in node order, wherever they are."""
+    if n_gpus > free.n_free:
+        return None
+    nodes = (n for n in range(free.topology.n_nodes) if free.free_in_node(n) > 0)
+    return _gpus_from(free, nodes, n_gpus)
+
+
+def best_fit(free: FreeGpus, n_gpus: int, rng: np.random.Generator) -> tuple[int, ...] | None:
+    """The node left with the fewest free GPUs; if none fits alone, the fullest nodes first."""
+    if n_gpus > free.n_free:
+        return None
+    node = free.tightest_node(n_gpus)
+    if node is not None:
+        return tuple(free.free_gpu_ids(node)[:n_gpus])
+    topology = free.topology
+    counted = sorted(
+        (free.free_in_node(n), n) for n in range(topology.n_nodes) if free.free_in_node(n) > 0
+    )
+    return _gpus_from(free, (n for _, n in counted), n_gpus)
+
+
+def random_gpus(free: FreeGpus, n_gpus: int, rng: np.random.Generator) -> tuple[int, ...] | None:
+    """Uniformly random free GPUs (from the run's seeded generator)."""
+    if n_gpus > free.n_free:
+        return None
+    pool = [g for n in range(free.topology.n_nodes) for g in free.free_gpu_ids(n)]
+    picks = rng.choice(len(pool), size=n_gpus, replace=False)
+    return tuple(sorted(pool[int(i)] for i in picks))
+
+
+PLACEMENTS: dict[str, Placement] = {
+    "consolidated": consolidated,
+    "first-fit": first_fit,
+    "best-fit": best_fit,
+    "random": random_gpus,
+}
+
+
+def get_placement(name: str) -> Placement:
+    """The placement strategy registered under ``name``."""
+    try:
+        return PLACEMENTS[name]
+    except KeyError:
+        raise UnknownNameError(
+            f"unknown placement '{name}'; known: {', '.join(PLACEMENTS)}.{suggest(name, list(PLACEMENTS))}"
+        ) from None

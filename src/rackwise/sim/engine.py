@@ -1,0 +1,313 @@
+"""The discrete-event simulator: a heap loop that applies a policy's decisions.
+
+Time moves only in `Simulator.step`, from one event instant to the next;
+nothing happens between events, so the cost grows with the number of
+events, not with simulated time. Running jobs' progress is advanced lazily
+(see `JobState`); a job's completion event is re-issued whenever its rate
+changes, and the old one is recognised as stale by a version number.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time as wallclock
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from rackwise.cluster.allocation import Allocation
+from rackwise.cluster.topology import Topology
+from rackwise.cluster.view import ClusterView
+from rackwise.errors import InputError, InvalidDecisionError, RackwiseError
+from rackwise.metrics.records import JobRecord, Timeline
+from rackwise.perf.base import IdealPerf, PerfModel
+from rackwise.policies.base import Decisions, Policy
+from rackwise.sim.events import Event, EventKind
+from rackwise.workload.job import Job
+from rackwise.workload.state import JobState, Status
+
+INF = float("inf")
+
+
+class SimulationStuckError(RackwiseError):
+    """Jobs are left waiting but nothing will ever happen again."""
+
+
+@dataclass
+class SimResult:
+    """Everything a run produced: per-job records, the timeline, and what was run."""
+
+    records: list[JobRecord]
+    timeline: Timeline
+    topology: Topology
+    policy: Policy
+    seed: int
+    jobs: list[Job]
+    n_steps: int
+    wall_time_s: float
+
+
+class Simulator:
+    """Runs one policy over one workload on one cluster.
+
+    Args:
+        topology: The cluster.
+        jobs: The workload (any order; sorted by submit time, stably).
+        policy: Any `Policy`; it is reset at the start of `run`.
+        perf: Performance model (default: `IdealPerf`, trace speeds).
+        seed: Seeds every random choice of the run (policy and model).
+        observers: Called as ``observer(simulator)`` after every step (tests
+            use this to check invariants).
+        on_progress: Called as ``on_progress(n_finished, n_jobs)`` now and then.
+    """
+
+    def __init__(self, topology: Topology, jobs: Iterable[Job], policy: Policy, *,
+                 perf: PerfModel | None = None, seed: int = 0,
+                 observers: Sequence[Callable[[Simulator], None]] = (),
+                 on_progress: Callable[[int, int], None] | None = None) -> None:
+        self.topology = topology
+        self.policy = policy
+        self.perf: PerfModel = perf if perf is not None else IdealPerf()
+        self.seed = seed
+        self.observers = tuple(observers)
+        self.on_progress = on_progress
+        perf_seed, policy_seed = np.random.SeedSequence(seed).spawn(2)
+        self._policy_rng = np.random.default_rng(policy_seed)
+        prepared = self.perf.prepare(list(jobs), topology, np.random.default_rng(perf_seed))
+        self.jobs = sorted(prepared, key=lambda job: job.submit_time)
+        _check_jobs(self.jobs, topology)
+
+        self.now = 0.0
+        self.allocation = Allocation(topology)
+        self.pending: dict[str, JobState] = {}
+        self.running: dict[str, JobState] = {}
+        self.finished: dict[str, JobState] = {}
+        self.view = ClusterView(topology, self.allocation, self.pending, self.running, self.perf)
+        self.records: list[JobRecord] = []
+        self.timeline = Timeline([], [], [], [])
+        self._heap: list[Event] = []
+        self._seq = itertools.count()
+        self._next_arrival = 0
+        self._timers: set[float] = set()
+        self._round_s: float | None = getattr(policy, "round_s", None)
+        self.n_steps = 0
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> SimResult:
+        """Run until every job has finished."""
+        started = wallclock.perf_counter()
+        self.policy.reset(self.view, self._policy_rng)
+        if self._round_s is not None and self.jobs:
+            self._push(self.jobs[0].submit_time + self._round_s, EventKind.ROUND, None)
+        while self.step():
+            pass
+        n_left = len(self.pending) + len(self.running)
+        if n_left:
+            example = next(iter(self.pending or self.running))
+            raise SimulationStuckError(
+                f"policy '{self.policy.name}' left {n_left} job(s) unfinished at t={self.now:.0f} s "
+                f"with nothing left to happen (e.g. job {example}); it must start jobs that fit "
+                f"or ask for a timer (wake_at)"
+            )
+        return SimResult(self.records, self.timeline, self.topology, self.policy, self.seed,
+                         self.jobs, self.n_steps, wallclock.perf_counter() - started)
+
+    def peek(self) -> float:
+        """Time of the next event (inf if none)."""
+        self._drop_stale()
+        arrival = self.jobs[self._next_arrival].submit_time if self._next_arrival < len(self.jobs) else INF
+        return min(arrival, self._heap[0][0] if self._heap else INF)
+
+    def step(self) -> bool:
+        """Process every event at the next instant, then ask the policy once.
+
+        Returns False when there is nothing left to process.
+        """
+        now = self.peek()
+        if now == INF:
+            return False
+        self.now = now
+        self.view.now = now
+        changed: set[str] = set()
+        heap = self._heap
+        policy = self.policy
+        # Completions first: they free GPUs for everything else at this instant.
+        while heap and heap[0][0] <= now and heap[0][3] is EventKind.COMPLETION:
+            _, _, _, _, payload = heapq.heappop(heap)
+            job_id, version = payload  # type: ignore[misc]
+            state = self.running.get(job_id)
+            if state is not None and state.version == version:
+                self._finish(state, now)
+                changed.add(job_id)
+                policy.on_completion(state.job, now)
+        jobs = self.jobs
+        while self._next_arrival < len(jobs) and jobs[self._next_arrival].submit_time <= now:
+            job = jobs[self._next_arrival]
+            self._next_arrival += 1
+            self.pending[job.job_id] = JobState(job)
+            policy.on_arrival(job, now)
+        while heap and heap[0][0] <= now:
+            _, _, _, kind, _ = heapq.heappop(heap)
+            if kind is EventKind.TIMER:
+                self._timers.discard(now)
+            elif kind is EventKind.ROUND and self._round_s is not None and self._has_work():
+                self._push(now + self._round_s, EventKind.ROUND, None)
+
+        decisions = policy.schedule(self.view, now)
+        self._apply(decisions, now, changed)
+        self.n_steps += 1
+        timeline = self.timeline
+        timeline.time.append(now)
+        timeline.busy_gpus.append(self.topology.n_gpus - self.allocation.n_free)
+        timeline.n_pending.append(len(self.pending))
+        timeline.n_running.append(len(self.running))
+        for observer in self.observers:
+            observer(self)
+        if self.on_progress is not None and self.n_steps % 2048 == 0:
+            self.on_progress(len(self.records), len(self.jobs))
+        return True
+
+    # -------------------------------------------------------------- decisions
+    def _apply(self, decisions: Decisions, now: float, changed: set[str]) -> None:
+        for job_id in decisions.preempt:
+            state = self.running.get(job_id)
+            if state is None:
+                self._reject(now, f"cannot preempt job {job_id}: it is not running")
+            self._preempt(state, now)
+            changed.add(job_id)
+        for start in decisions.start:
+            state = self.pending.get(start.job_id)
+            if state is None:
+                where = "running" if start.job_id in self.running else (
+                    "finished" if start.job_id in self.finished else "not in the queue")
+                self._reject(now, f"cannot start job {start.job_id}: it is {where}")
+            self._check_gpus(state, start.gpu_ids, now)
+            self._start(state, start.gpu_ids, now)
+            changed.add(start.job_id)
+        if changed:
+            self._update_rates(changed, now)
+        wake_at = decisions.wake_at
+        if wake_at is not None and wake_at not in self._timers:
+            if not wake_at > now:
+                self._reject(now, f"wake_at={wake_at} is not after now")
+            self._timers.add(wake_at)
+            self._push(wake_at, EventKind.TIMER, None)
+
+    def _check_gpus(self, state: JobState, gpu_ids: tuple[int, ...], now: float) -> None:
+        job = state.job
+        if len(gpu_ids) != job.n_gpus or len(set(gpu_ids)) != len(gpu_ids):
+            self._reject(now, f"job {job.job_id} needs {job.n_gpus} distinct GPUs, got {list(gpu_ids)}")
+        owner = self.allocation.owner
+        for gpu in gpu_ids:
+            if not 0 <= gpu < len(owner):
+                self._reject(now, f"job {job.job_id}: GPU {gpu} does not exist")
+            if owner[gpu] is not None:
+                self._reject(now, f"job {job.job_id}: GPU {gpu} is held by job {owner[gpu]}")
+
+    def _reject(self, now: float, reason: str) -> None:
+        raise InvalidDecisionError(f"policy '{self.policy.name}' at t={now:.3f} s: {reason}")
+
+    # ------------------------------------------------------------ transitions
+    def _start(self, state: JobState, gpu_ids: tuple[int, ...], now: float) -> None:
+        del self.pending[state.job_id]
+        self.allocation.allocate(state.job_id, gpu_ids)
+        state.status = Status.RUNNING
+        state.gpu_ids = tuple(gpu_ids)
+        state.run_start = now
+        state.last_update = now
+        restore = self.perf.restart_overhead_s(state.job) if state.n_preemptions else 0.0
+        state.busy_until = now + restore
+        if state.first_start is None:
+            state.first_start = now
+        state.n_nodes, state.n_racks = self.topology.spread(gpu_ids)
+        self.running[state.job_id] = state
+
+    def _stop(self, state: JobState, now: float) -> None:
+        state.advance(now)
+        state.overhead_s += max(0.0, min(now, state.busy_until) - state.run_start)
+        self.allocation.release(state.gpu_ids)
+        del self.running[state.job_id]
+        state.version += 1
+        state.rate_iters_per_s = 0.0
+
+    def _preempt(self, state: JobState, now: float) -> None:
+        self._stop(state, now)
+        state.status = Status.PENDING
+        state.n_preemptions += 1
+        state.queued_since = now
+        self.pending[state.job_id] = state
+
+    def _finish(self, state: JobState, now: float) -> None:
+        self._stop(state, now)
+        state.iters_done = state.job.total_iters
+        state.status = Status.FINISHED
+        state.finish_time = now
+        self.finished[state.job_id] = state
+        self.records.append(_record(state))
+
+    def _update_rates(self, changed: set[str], now: float) -> None:
+        # Sorted: the order of a set of strings changes between processes.
+        new_rates = self.perf.rates(self.running, sorted(changed))
+        for job_id in sorted(new_rates):
+            state = self.running[job_id]
+            rate = new_rates[job_id]
+            if job_id not in changed and rate == state.rate_iters_per_s:
+                continue
+            state.advance(now)
+            state.rate_iters_per_s = rate
+            state.version += 1
+            eta = state.finish_eta()
+            if eta < INF:
+                self._push(max(eta, now), EventKind.COMPLETION, (job_id, state.version))
+
+    # ---------------------------------------------------------------- helpers
+    def _push(self, time: float, kind: EventKind, payload: object) -> None:
+        heapq.heappush(self._heap, (time, int(kind), next(self._seq), kind, payload))
+
+    def _drop_stale(self) -> None:
+        heap = self._heap
+        while heap and heap[0][3] is EventKind.COMPLETION:
+            job_id, version = heap[0][4]  # type: ignore[misc]
+            state = self.running.get(job_id)
+            if state is not None and state.version == version:
+                return
+            heapq.heappop(heap)
+
+    def _has_work(self) -> bool:
+        return bool(self.pending or self.running or self._next_arrival < len(self.jobs))
+
+
+def _record(state: JobState) -> JobRecord:
+    job = state.job
+    assert state.first_start is not None and state.finish_time is not None
+    jct = state.finish_time - job.submit_time
+    return JobRecord(
+        job_id=job.job_id, group=job.group, model=job.model, n_gpus=job.n_gpus,
+        submit_time=job.submit_time, first_start=state.first_start,
+        finish_time=state.finish_time, jct_s=jct, queueing_delay_s=jct - state.run_time_s,
+        run_time_s=state.run_time_s, overhead_s=state.overhead_s,
+        gpu_s=state.attained_gpu_s, n_preemptions=state.n_preemptions,
+        n_nodes=state.n_nodes, n_racks=state.n_racks, duration_s=job.duration_s,
+        total_iters=job.total_iters,
+    )
+
+
+def _check_jobs(jobs: list[Job], topology: Topology) -> None:
+    seen: set[str] = set()
+    for job in jobs:
+        if job.job_id in seen:
+            raise InputError(f"job id '{job.job_id}' appears twice", field="job_id")
+        seen.add(job.job_id)
+        if job.n_gpus > topology.n_gpus:
+            raise InputError(
+                f"job {job.job_id} asks for {job.n_gpus} GPUs but cluster '{topology.name}' has "
+                f"{topology.n_gpus}; use a larger cluster or drop such jobs", field="n_gpus")
+        if job.n_gpus <= 0:
+            raise InputError(f"job {job.job_id} asks for {job.n_gpus} GPUs", field="n_gpus")
+
+
+def simulate(topology: Topology, jobs: Iterable[Job], policy: Policy, **kwargs: object) -> SimResult:
+    """Shorthand for ``Simulator(topology, jobs, policy, **kwargs).run()``."""
+    return Simulator(topology, jobs, policy, **kwargs).run()  # type: ignore[arg-type]

@@ -1,0 +1,106 @@
+"""`JobState`: what has happened to a job so far (owned by an engine).
+
+Progress is kept lazily: ``iters_done`` is exact at ``last_update`` and
+grows at ``rate_iters_per_s`` from then on, except while a restarted job
+restores its checkpoint (until ``busy_until``), when it holds its GPUs but
+makes no progress. Policies read these objects through the view and must
+not change them.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from rackwise.workload.job import Job
+
+
+class Status(str, Enum):
+    WAITING = "waiting"  # submitted later than now (only in snapshots)
+    PENDING = "pending"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+class JobState:
+    """Run-time state of one job."""
+
+    __slots__ = (
+        "job", "status", "gpu_ids", "iters_done", "rate_iters_per_s", "last_update",
+        "busy_until", "run_start", "first_start", "finish_time", "n_preemptions",
+        "attained_gpu_s", "queued_since", "run_time_s", "overhead_s", "version", "n_nodes",
+        "n_racks",
+    )
+
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.status = Status.PENDING
+        self.gpu_ids: tuple[int, ...] = ()
+        self.iters_done = 0.0
+        self.rate_iters_per_s = 0.0
+        self.last_update = job.submit_time
+        self.busy_until = job.submit_time
+        self.run_start = job.submit_time
+        self.first_start: float | None = None
+        self.finish_time: float | None = None
+        self.n_preemptions = 0
+        self.attained_gpu_s = 0.0  # GPU-seconds held, including restore time
+        self.queued_since = job.submit_time  # when it last entered the queue
+        self.run_time_s = 0.0  # wall time held GPUs, over all runs
+        self.overhead_s = 0.0  # wall time spent restoring checkpoints
+        self.version = 0  # bumped whenever the predicted finish changes
+        self.n_nodes = 0
+        self.n_racks = 0
+
+    # ------------------------------------------------------------- lazy reads
+    @property
+    def job_id(self) -> str:
+        return self.job.job_id
+
+    @property
+    def n_gpus(self) -> int:
+        return self.job.n_gpus
+
+    def iters_at(self, now: float) -> float:
+        """Iterations done by ``now``."""
+        if self.status is not Status.RUNNING:
+            return self.iters_done
+        productive = now - max(self.last_update, self.busy_until)
+        if productive <= 0.0:
+            return self.iters_done
+        return min(self.job.total_iters, self.iters_done + productive * self.rate_iters_per_s)
+
+    def remaining_iters(self, now: float) -> float:
+        return self.job.total_iters - self.iters_at(now)
+
+    def attained_service_gpu_s(self, now: float) -> float:
+        """GPU-seconds held so far (Tiresias' attained service)."""
+        if self.status is Status.RUNNING:
+            return self.attained_gpu_s + self.job.n_gpus * (now - self.last_update)
+        return self.attained_gpu_s
+
+    def executed_time_s(self, now: float) -> float:
+        """Wall-clock seconds run so far, over all runs."""
+        if self.status is Status.RUNNING:
+            return self.run_time_s + (now - self.last_update)
+        return self.run_time_s
+
+    def finish_eta(self) -> float:
+        """When a running job finishes at its current rate (inf if it makes no progress)."""
+        if self.rate_iters_per_s <= 0.0:
+            return float("inf")
+        start = max(self.last_update, self.busy_until)
+        return start + (self.job.total_iters - self.iters_done) / self.rate_iters_per_s
+
+    # --------------------------------------------------------- engine updates
+    def advance(self, now: float) -> None:
+        """Bring progress counters up to ``now`` (engines only)."""
+        if self.status is Status.RUNNING and now > self.last_update:
+            self.iters_done = self.iters_at(now)
+            elapsed = now - self.last_update
+            self.attained_gpu_s += self.job.n_gpus * elapsed
+            self.run_time_s += elapsed
+        self.last_update = max(self.last_update, now)
+
+    def __repr__(self) -> str:
+        return (f"JobState({self.job_id!r}, {self.status.value}, gpus={len(self.gpu_ids)}, "
+                f"iters={self.iters_done:.6g}/{self.job.total_iters:.6g})")
