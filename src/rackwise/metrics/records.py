@@ -26,6 +26,8 @@ class JobRecord:
     n_racks: int
     duration_s: float  # as the trace recorded it
     total_iters: float
+    comm_s: float = 0.0  # seconds communicating (0 unless the performance model tracks it)
+    comm_extra_s: float = 0.0  # of which beyond a fully consolidated placement
 
     @classmethod
     def columns(cls) -> list[str]:

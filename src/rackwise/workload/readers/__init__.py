@@ -1,1 +1,66 @@
+"""Trace readers, one module per format; each returns a `Workload`.
 
+Imported lazily, so ``import rackwise.workload`` does not pull in pandas.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rackwise.errors import InputError, UnknownNameError, suggest
+
+if TYPE_CHECKING:
+    from rackwise.workload.readers.csv import ColumnMapping, read_csv
+    from rackwise.workload.workload import Workload
+    from rackwise.workload.readers.gavel import read_gavel
+    from rackwise.workload.readers.philly_json import read_philly_json
+
+_EXPORTS = {
+    "ColumnMapping": "rackwise.workload.readers.csv",
+    "read_csv": "rackwise.workload.readers.csv",
+    "read_gavel": "rackwise.workload.readers.gavel",
+    "read_philly_json": "rackwise.workload.readers.philly_json",
+}
+
+FORMATS = ("csv", "gavel", "philly-json")
+
+__all__ = sorted([*_EXPORTS, "FORMATS", "read"])
+
+
+def read(path: str | Path, trace_format: str = "csv", *,
+         mapping: ColumnMapping | str | Path | None = None, time_unit: str = "s") -> Workload:
+    """Read a trace file in one of `FORMATS`.
+
+    Args:
+        path: The trace file.
+        trace_format: ``csv`` (through ``mapping``), ``gavel`` or ``philly-json``.
+        mapping: For ``csv``: a `ColumnMapping`, or a YAML file holding one.
+        time_unit: For ``csv``: unit of the time columns.
+    """
+    if trace_format == "csv":
+        from rackwise.workload.readers.csv import ColumnMapping, read_csv
+
+        if mapping is not None and not isinstance(mapping, ColumnMapping):
+            mapping = ColumnMapping.from_yaml(mapping)
+        return read_csv(path, mapping, time_unit=time_unit)
+    if trace_format not in FORMATS:
+        raise UnknownNameError(f"unknown trace format {trace_format!r}."
+                               f"{suggest(trace_format, FORMATS)} Known: {', '.join(FORMATS)}")
+    if mapping is not None:
+        raise InputError(f"a column mapping applies to csv files, not {trace_format}",
+                         field="mapping")
+    if trace_format == "gavel":
+        from rackwise.workload.readers.gavel import read_gavel
+
+        return read_gavel(path)
+    from rackwise.workload.readers.philly_json import read_philly_json
+
+    return read_philly_json(path)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,23 @@
+"""Parsing ``key=value`` flags into typed parameters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from rackwise.errors import InputError
+
+
+def parse_params(pairs: list[str] | None, flag: str) -> dict[str, Any]:
+    """``["a=1", "b=x,y"]`` -> ``{"a": 1, "b": "x,y"}``; values are read as YAML scalars/lists."""
+    params: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            raise InputError(f"expected key=value, got '{pair}'", field=flag)
+        try:
+            params[key.strip()] = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            raise InputError(f"cannot read the value of '{key}': {raw!r}", field=flag) from None
+    return params

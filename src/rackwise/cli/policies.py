@@ -1,0 +1,55 @@
+"""``rackwise policies [NAME]``: the registered policies, or one policy's parameters."""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, fields
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rackwise.cli.errors import reported
+from rackwise.errors import MissingExtraError
+from rackwise.policies.parts.placement import PLACEMENTS
+from rackwise.policies.registry import all_policies, policy_class
+
+
+def _summary(cls: type) -> str:
+    doc = (cls.__doc__ or "").strip()
+    return doc.splitlines()[0] if doc else ""
+
+
+def list_policies(
+    name: Annotated[Optional[str], typer.Argument(help="Show this policy's parameters.")] = None,
+) -> None:
+    """List the policies (or one policy's parameters and defaults) and the placement strategies."""
+    console = Console()
+    if name is not None:
+        with reported():
+            cls = policy_class(name)
+        table = Table(title=f"{name}: {_summary(cls)}")
+        table.add_column("parameter (--param key=value)", style="bold")
+        table.add_column("default")
+        for f in fields(cls):
+            if f.init:
+                default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+                table.add_row(f.name, repr(default))
+        console.print(table)
+        console.print((cls.__doc__ or "").strip())
+        return
+    table = Table(title="Policies (rackwise simulate --policy NAME; rackwise policies NAME for parameters)")
+    table.add_column("name", style="bold")
+    table.add_column("preempts")
+    table.add_column("oracle")
+    table.add_column("summary")
+    for policy in sorted(all_policies()):
+        try:
+            cls = policy_class(policy)
+        except (ImportError, MissingExtraError) as exc:
+            table.add_row(policy, "", "", f"[red]unavailable: {exc}[/red]")
+            continue
+        table.add_row(policy, "yes" if getattr(cls, "preempts", False) else "",
+                      "yes" if getattr(cls, "needs_oracle", False) else "", _summary(cls))
+    console.print(table)
+    console.print(f"Placement strategies (--param placement=NAME): {', '.join(PLACEMENTS)}")

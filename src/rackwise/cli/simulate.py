@@ -1,0 +1,121 @@
+"""``rackwise simulate``: run one policy over one workload and write the results."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from rackwise.cli.errors import reported
+from rackwise.cli.params import parse_params
+from rackwise.run import ClusterConfig, RunConfig, WorkloadConfig, execute, save, summary_of
+
+
+class _LazyProgress:
+    """A progress bar that appears only once a run has taken more than a second."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.started = time.perf_counter()
+        self.progress: Progress | None = None
+        self.task = 0
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.progress is None:
+            if time.perf_counter() - self.started < 1.0:
+                return
+            self.progress = Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(),
+                                     TextColumn("jobs finished"), TimeElapsedColumn(),
+                                     console=self.console, transient=True)
+            self.progress.start()
+            self.task = self.progress.add_task("jobs", total=total)
+        self.progress.update(self.task, completed=done)
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:,.2f} h"
+
+
+def print_summary(console: Console, figures: dict[str, float], title: str) -> None:
+    console.print(title)
+    table = Table(show_header=False)
+    table.add_column("figure", style="bold")
+    table.add_column("value", justify="right")
+    rows = [
+        ("jobs", f"{figures['n_jobs']:,}"),
+        ("avg JCT", _hours(figures["avg_jct_s"])),
+        ("median JCT", _hours(figures["median_jct_s"])),
+        ("p95 JCT", _hours(figures["p95_jct_s"])),
+        ("p99 JCT", _hours(figures["p99_jct_s"])),
+        ("avg queueing", _hours(figures["avg_queueing_s"])),
+        ("p99 queueing", _hours(figures["p99_queueing_s"])),
+        ("makespan", _hours(figures["makespan_s"])),
+        ("GPU utilisation", f"{figures['utilisation']:.1%}"),
+        ("preemptions", f"{figures['n_preemptions']:,}"),
+    ]
+    if "comm_overhead_gpu_hours" in figures:
+        rows.append(("comm overhead", f"{figures['comm_overhead_gpu_hours']:,.1f} GPU-h"))
+    for name, value in rows:
+        table.add_row(name, value)
+    console.print(table)
+
+
+def simulate(
+    trace: Annotated[Optional[str], typer.Option(help="A shipped trace (see `rackwise traces list`).")] = None,
+    trace_file: Annotated[Optional[Path], typer.Option(help="Or a trace file of your own.")] = None,
+    trace_format: Annotated[str, typer.Option("--format", help="Format of --trace-file: csv, gavel or philly-json.")] = "csv",
+    mapping: Annotated[Optional[Path], typer.Option(help="YAML column mapping for a csv --trace-file.")] = None,
+    groups: Annotated[Optional[str], typer.Option(help="Keep only these clusters/virtual clusters (comma-separated).")] = None,
+    start_s: Annotated[Optional[float], typer.Option(help="Keep jobs submitted at or after this second.")] = None,
+    end_s: Annotated[Optional[float], typer.Option(help="Keep jobs submitted before this second.")] = None,
+    first_n: Annotated[Optional[int], typer.Option(help="Keep only the first N jobs (after the other filters).")] = None,
+    skip_oversized: Annotated[bool, typer.Option(help="Drop jobs larger than the cluster instead of failing.")] = False,
+    policy: Annotated[str, typer.Option(help="Scheduling policy (see `rackwise policies`).")] = "fifo",
+    param: Annotated[Optional[list[str]], typer.Option("--param", "-p", help="Policy parameter key=value (repeatable).")] = None,
+    cluster: Annotated[Optional[Path], typer.Option(help="Cluster spec file (YAML or TOML); overrides the flags below.")] = None,
+    nodes: Annotated[int, typer.Option(help="Nodes in a homogeneous cluster.")] = 64,
+    gpus_per_node: Annotated[int, typer.Option(help="GPUs per node.")] = 8,
+    nodes_per_rack: Annotated[int, typer.Option(help="Nodes per rack.")] = 8,
+    gpu_type: Annotated[str, typer.Option(help="GPU type of every node.")] = "v100",
+    perf: Annotated[str, typer.Option(help="Performance model: ideal (trace speeds) or network.")] = "ideal",
+    perf_param: Annotated[Optional[list[str]], typer.Option(help="Performance-model parameter key=value (repeatable).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of every random choice in the run.")] = 0,
+    out: Annotated[Optional[Path], typer.Option(help="Results folder (default results/TRACE-POLICY-sSEED).")] = None,
+    table_format: Annotated[str, typer.Option("--table-format", help="parquet or csv.")] = "parquet",
+) -> None:
+    """Simulate POLICY on a trace and a cluster; print a summary and write a results folder.
+
+    Example: rackwise simulate --trace philly_2017 --policy tiresias --nodes 64
+    """
+    console = Console()
+    with reported():
+        config = RunConfig(
+            workload=WorkloadConfig(
+                trace=trace, file=trace_file, format=trace_format, mapping=mapping,  # type: ignore[arg-type]
+                groups=groups.split(",") if groups else None, start_s=start_s, end_s=end_s,
+                first_n=first_n, skip_oversized=skip_oversized),
+            cluster=ClusterConfig(spec=cluster, nodes=nodes, gpus_per_node=gpus_per_node,
+                                  nodes_per_rack=nodes_per_rack, gpu_type=gpu_type),
+            policy=policy, policy_params=parse_params(param, "--param"),
+            perf=perf, perf_params=parse_params(perf_param, "--perf-param"), seed=seed,
+        )
+        progress = _LazyProgress(console)
+        try:
+            result, workload = execute(config, on_progress=progress)
+        finally:
+            progress.close()
+        name = trace or (trace_file.stem if trace_file else "trace")
+        folder = save(result, config, out or Path("results") / f"{name}-{policy}-s{seed}",
+                      fmt=table_format)  # type: ignore[arg-type]
+    figures = summary_of(result, config)["figures"]
+    print_summary(console, figures, f"{policy} on {workload.name}, {result.topology.describe()}")
+    console.print(f"simulated in {result.wall_time_s:.2f} s; results in {folder}/")

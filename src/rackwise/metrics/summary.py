@@ -1,0 +1,66 @@
+"""Aggregate figures of a run: JCT and queueing percentiles, makespan, utilisation."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rackwise.metrics.records import JobRecord, Timeline
+
+
+def records_frame(records: Sequence[JobRecord]) -> pd.DataFrame:
+    """One row per job, columns as in `JobRecord`, sorted by job submission."""
+    columns = JobRecord.columns()
+    frame = pd.DataFrame({name: [getattr(r, name) for r in records] for name in columns},
+                         columns=columns)
+    return frame.sort_values(["submit_time", "job_id"], kind="stable").reset_index(drop=True)
+
+
+def timeline_frame(timeline: Timeline) -> pd.DataFrame:
+    return pd.DataFrame({
+        "time": timeline.time, "busy_gpus": timeline.busy_gpus,
+        "n_pending": timeline.n_pending, "n_running": timeline.n_running,
+    })
+
+
+def utilisation(timeline: Timeline, n_gpus: int) -> float:
+    """Time-weighted share of GPUs held, from the first to the last event."""
+    time = np.asarray(timeline.time, dtype=float)
+    if len(time) < 2 or time[-1] <= time[0]:
+        return 0.0
+    busy = np.asarray(timeline.busy_gpus, dtype=float)
+    held_gpu_s = float(np.sum(busy[:-1] * np.diff(time)))
+    return held_gpu_s / (n_gpus * (time[-1] - time[0]))
+
+
+def summarize(records: Sequence[JobRecord], timeline: Timeline, n_gpus: int) -> dict[str, Any]:
+    """The headline figures of a run, as a JSON-ready dict (seconds unless named)."""
+    if not records:
+        return {"n_jobs": 0}
+    jct = np.fromiter((r.jct_s for r in records), float, len(records))
+    queue = np.fromiter((r.queueing_delay_s for r in records), float, len(records))
+    submit = min(r.submit_time for r in records)
+    finish = max(r.finish_time for r in records)
+    summary: dict[str, Any] = {
+        "n_jobs": len(records),
+        "avg_jct_s": float(jct.mean()),
+        "median_jct_s": float(np.median(jct)),
+        "p95_jct_s": float(np.percentile(jct, 95)),
+        "p99_jct_s": float(np.percentile(jct, 99)),
+        "avg_queueing_s": float(queue.mean()),
+        "p99_queueing_s": float(np.percentile(queue, 99)),
+        "makespan_s": float(finish - submit),
+        "utilisation": utilisation(timeline, n_gpus),
+        "n_preemptions": int(sum(r.n_preemptions for r in records)),
+        "gpu_hours": float(sum(r.gpu_s for r in records) / 3600.0),
+    }
+    comm = [getattr(r, "comm_s", 0.0) for r in records]
+    if any(comm):
+        summary["comm_overhead_gpu_hours"] = float(
+            sum(c * r.n_gpus for c, r in zip(comm, records)) / 3600.0)
+        summary["comm_extra_gpu_hours"] = float(
+            sum(getattr(r, "comm_extra_s", 0.0) * r.n_gpus for r in records) / 3600.0)
+    return summary

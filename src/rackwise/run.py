@@ -1,0 +1,145 @@
+"""One simulation run described as data: which jobs, which cluster, which policy.
+
+`RunConfig` is what the CLI flags, an experiment file or a sweep cell turn
+into; `execute` builds everything from it and runs the simulator, and
+`save` writes the results folder. Every failure of the input is an
+`InputError` or `UnknownNameError` raised before anything is written.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from rackwise import __version__
+from rackwise.cluster.topology import Topology, load_cluster, uniform_cluster
+from rackwise.errors import InputError, UnknownNameError, suggest
+from rackwise.metrics.output import TableFormat, write_results
+from rackwise.metrics.summary import records_frame, summarize, timeline_frame
+from rackwise.perf.base import PerfModel
+from rackwise.policies.registry import make_policy
+from rackwise.sim.engine import SimResult, Simulator
+from rackwise.workload.workload import Workload
+
+PERF_MODELS: dict[str, str] = {
+    "ideal": "rackwise.perf.base:IdealPerf",
+    "network": "rackwise.perf.model:NetworkPerf",
+}
+
+TraceFormat = Literal["csv", "gavel", "philly-json"]
+
+
+class WorkloadConfig(BaseModel):
+    """Where the jobs come from, and which of them to keep."""
+
+    model_config = ConfigDict(extra="forbid")
+    trace: str | None = None  # a shipped trace name
+    file: Path | None = None  # or a trace file
+    format: TraceFormat = "csv"
+    mapping: Path | None = None  # column mapping (YAML) for csv files
+    groups: list[str] | None = None
+    start_s: float | None = None
+    end_s: float | None = None
+    first_n: int | None = Field(default=None, gt=0)
+    skip_oversized: bool = False
+
+
+class ClusterConfig(BaseModel):
+    """A cluster spec file, or a homogeneous cluster from flags."""
+
+    model_config = ConfigDict(extra="forbid")
+    spec: Path | None = None
+    nodes: int = 64
+    gpus_per_node: int = 8
+    nodes_per_rack: int = 8
+    gpu_type: str = "v100"
+
+
+class RunConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    workload: WorkloadConfig
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
+    policy: str = "fifo"
+    policy_params: dict[str, Any] = Field(default_factory=dict)
+    perf: str = "ideal"
+    perf_params: dict[str, Any] = Field(default_factory=dict)
+    seed: int = 0
+
+
+def build_cluster(config: ClusterConfig) -> Topology:
+    if config.spec is not None:
+        return load_cluster(config.spec)
+    return uniform_cluster(config.nodes, config.gpus_per_node, config.nodes_per_rack,
+                           config.gpu_type.lower())
+
+
+def load_workload(config: WorkloadConfig) -> Workload:
+    """Read and filter the jobs a run will use."""
+    if (config.trace is None) == (config.file is None):
+        raise InputError("give either a shipped trace name or a trace file", field="trace")
+    if config.trace is not None:
+        from rackwise import traces
+
+        return traces.load(config.trace, groups=config.groups, start_s=config.start_s,
+                           end_s=config.end_s, first_n=config.first_n)
+    from rackwise.workload import readers
+
+    assert config.file is not None
+    workload = readers.read(config.file, config.format, mapping=config.mapping)
+    return workload.select(groups=config.groups, start_s=config.start_s, end_s=config.end_s,
+                           first_n=config.first_n)
+
+
+def make_perf(name: str, params: dict[str, Any]) -> PerfModel:
+    if name not in PERF_MODELS:
+        raise UnknownNameError(
+            f"unknown performance model '{name}'.{suggest(name, list(PERF_MODELS))} "
+            f"Known: {', '.join(PERF_MODELS)}")
+    module_name, _, attr = PERF_MODELS[name].partition(":")
+    cls = getattr(importlib.import_module(module_name), attr)
+    try:
+        model: PerfModel = cls(**params)
+    except TypeError as exc:
+        raise InputError(f"performance model '{name}': {exc}", field="perf_params") from None
+    return model
+
+
+def execute(config: RunConfig,
+            on_progress: Callable[[int, int], None] | None = None) -> tuple[SimResult, Workload]:
+    """Build the run described by ``config`` and simulate it to the end."""
+    topology = build_cluster(config.cluster)
+    workload = load_workload(config.workload)
+    if config.workload.skip_oversized:
+        workload = workload.drop_oversized(topology.n_gpus)
+    workload.check_fits(topology)
+    if not len(workload):
+        raise InputError("no jobs left after filtering", source=workload.source)
+    policy = make_policy(config.policy, **config.policy_params)
+    perf = make_perf(config.perf, config.perf_params)
+    simulator = Simulator(topology, workload, policy, perf=perf, seed=config.seed,
+                          on_progress=on_progress)
+    return simulator.run(), workload
+
+
+def summary_of(result: SimResult, config: RunConfig) -> dict[str, Any]:
+    """Figures, plus what produced them, for ``summary.json``."""
+    return {
+        "figures": summarize(result.records, result.timeline, result.topology.n_gpus),
+        "config": config.model_dump(mode="json"),
+        "policy": repr(result.policy),
+        "cluster": result.topology.describe(),
+        "n_steps": result.n_steps,
+        "wall_time_s": round(result.wall_time_s, 3),
+        "rackwise_version": __version__,
+    }
+
+
+def save(result: SimResult, config: RunConfig, out_dir: str | Path,
+         fmt: TableFormat = "parquet") -> Path:
+    """Write ``jobs``, ``timeline`` and ``summary.json`` into ``out_dir``."""
+    tables = {"jobs": records_frame(result.records), "timeline": timeline_frame(result.timeline)}
+    return write_results(out_dir, tables, summary_of(result, config), fmt=fmt)

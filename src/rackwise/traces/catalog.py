@@ -1,0 +1,169 @@
+"""Find, filter and describe the shipped traces (files under ``data/``)."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rackwise.errors import InputError, UnknownNameError, suggest
+from rackwise.workload.readers.csv import ColumnMapping, read_table, table_to_workload
+from rackwise.workload.workload import Workload
+
+_MAPPING = ColumnMapping()  # the shipped files use the default header
+
+
+@dataclass(frozen=True, slots=True)
+class _Trace:
+    file: str
+    licence_file: str
+    attribution: str
+
+
+_TRACES: dict[str, _Trace] = {
+    "philly_2017": _Trace(
+        file="philly_2017.csv.gz",
+        licence_file="LICENSE-philly_2017.txt",
+        attribution=(
+            "Microsoft Philly GPU clusters, 2017 (msr-fiddle/philly-traces)\n"
+            "Jobs of 15 virtual clusters submitted 2017-09-04 to 2017-12-22, published by\n"
+            "Microsoft Research Project Fiddle at github.com/msr-fiddle/philly-traces; this\n"
+            "per-job table is the one the Pollux (OSDI 2021) artifact derived from it\n"
+            "(github.com/petuum/adaptdl, branch osdi21-artifact, simulator/traces/philly.csv).\n"
+            "Licence: CC BY 4.0 (LICENSE-philly_2017.txt).\n"
+            "Cite: M. Jeon, S. Venkataraman, A. Phanishayee, J. Qian, W. Xiao, F. Yang,\n"
+            "\"Analysis of Large-Scale Multi-Tenant GPU Clusters for DNN Training Workloads\",\n"
+            "USENIX ATC 2019."),
+    ),
+    "itp_2021": _Trace(
+        file="itp_2021.csv.gz",
+        licence_file="LICENSE-itp_2021.txt",
+        attribution=(
+            "Microsoft ITP GPU clusters (microsoft/elasticflow-traces)\n"
+            "Jobs of 10 clusters over 59.9 days, published with ElasticFlow at\n"
+            "github.com/microsoft/elasticflow-traces (raw-traces).\n"
+            "Licence: MIT, (c) Microsoft Corporation (LICENSE-itp_2021.txt).\n"
+            "Cite: D. Gu, Y. Zhao, Y. Zhong, Y. Xiong, Z. Han, P. Cheng, F. Yang, G. Huang,\n"
+            "X. Jin, X. Liu, \"ElasticFlow: An Elastic Serverless Training Platform for\n"
+            "Distributed Deep Learning\", ASPLOS 2023."),
+    ),
+}
+
+
+def names() -> tuple[str, ...]:
+    """Names of the shipped traces, sorted."""
+    return tuple(sorted(_TRACES))
+
+
+def attribution(name: str) -> str:
+    """Who published trace ``name``, where from, under which licence, what to cite.
+
+    The first line is a short label; the rest gives the details.
+    """
+    return _trace(name).attribution
+
+
+def load(name: str, *, groups: str | Iterable[str] | None = None, start_s: float | None = None,
+         end_s: float | None = None, first_n: int | None = None,
+         rebase: bool = True) -> Workload:
+    """Load a shipped trace, optionally a slice of it.
+
+    Args:
+        name: One of `names()`.
+        groups: Keep only jobs of these clusters / virtual clusters (`Job.group`).
+        start_s: Keep jobs submitted at or after this time (trace seconds).
+        end_s: Keep jobs submitted before this time (trace seconds).
+        first_n: Then keep the first ``first_n`` jobs by submit time.
+        rebase: Shift submit times so the first kept job submits at 0.
+
+    Returns:
+        The jobs in submit order; ``source`` is the trace name and ``lines``
+        the jobs' lines in the shipped file.
+
+    Raises:
+        UnknownNameError: unknown trace or group.
+        InputError: a bad filter, or filters that leave no job.
+    """
+    table = _table(name)
+    keep = np.ones(len(table), dtype=bool)
+    if groups is not None:
+        wanted = [groups] if isinstance(groups, str) else sorted(set(groups))
+        known = sorted(table["group"].unique())
+        for group in wanted:
+            if group not in known:
+                raise UnknownNameError(f"trace {name!r} has no group {group!r}."
+                                       f"{suggest(group, known)} Groups: {', '.join(known)}")
+        keep &= table["group"].isin(wanted).to_numpy()
+    submit = table["submit_time"].to_numpy()
+    if start_s is not None:
+        keep &= submit >= start_s
+    if end_s is not None:
+        if start_s is not None and end_s <= start_s:
+            raise InputError(f"end_s ({end_s}) must be after start_s ({start_s})", field="end_s")
+        keep &= submit < end_s
+    selected = table[keep]
+    if first_n is not None:
+        if first_n < 1:
+            raise InputError(f"must be at least 1, got {first_n}", field="first_n")
+        selected = selected.iloc[:first_n]
+    if selected.empty:
+        raise InputError(f"no job of trace {name!r} passes the filters (groups={groups!r}, "
+                         f"start_s={start_s}, end_s={end_s})")
+    if rebase:
+        selected = selected.assign(submit_time=selected["submit_time"] -
+                                   selected["submit_time"].iloc[0])
+    return table_to_workload(selected, name=name, source=name, n_gpus_field=_MAPPING.n_gpus)
+
+
+def describe(name: str) -> dict[str, Any]:
+    """Summary figures of a whole shipped trace (plain Python values).
+
+    Keys: ``name``, ``n_jobs``, ``n_groups``, ``groups`` (jobs per group),
+    ``span_s`` (first to last submission), ``gpu_histogram`` (jobs per GPU count),
+    ``gpu_seconds``, ``duration_p50_s``, ``duration_p90_s``,
+    ``duration_p99_s``, ``duration_max_s``.
+    """
+    table = _table(name)
+    duration = table["duration_s"].to_numpy()
+    p50, p90, p99 = np.percentile(duration, [50.0, 90.0, 99.0])
+    groups = table["group"].value_counts()
+    gpus = table["n_gpus"].value_counts().sort_index()
+    submit = table["submit_time"].to_numpy()
+    return {
+        "name": name,
+        "n_jobs": len(table),
+        "n_groups": len(groups),
+        "groups": {str(g): int(n) for g, n in sorted(groups.items())},
+        "span_s": float(submit.max() - submit.min()),
+        "gpu_histogram": {int(g): int(n) for g, n in gpus.items()},
+        "gpu_seconds": float((duration * table["n_gpus"].to_numpy()).sum()),
+        "duration_p50_s": float(p50),
+        "duration_p90_s": float(p90),
+        "duration_p99_s": float(p99),
+        "duration_max_s": float(duration.max()),
+    }
+
+
+def _trace(name: str) -> _Trace:
+    try:
+        return _TRACES[name]
+    except KeyError:
+        raise UnknownNameError(f"unknown trace {name!r}.{suggest(name, names())} "
+                               f"Known traces: {', '.join(names())}") from None
+
+
+@functools.lru_cache(maxsize=None)
+def _table(name: str) -> pd.DataFrame:
+    # Cached and shared: callers select rows into new frames and never write to it.
+    ref = resources.files("rackwise.traces").joinpath("data", _trace(name).file)
+    with resources.as_file(ref) as path:
+        table = read_table(path, _MAPPING)
+    order = np.argsort(table["submit_time"].to_numpy(), kind="stable")
+    if (np.diff(order) != 1).any():
+        table = table.iloc[order].reset_index(drop=True)
+    return table
