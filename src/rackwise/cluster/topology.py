@@ -57,6 +57,8 @@ class Topology:
     gpu_node: tuple[int, ...] = field(init=False, repr=False)
     rack_nodes: tuple[tuple[int, ...], ...] = field(init=False, repr=False)
     rack_capacity: tuple[int, ...] = field(init=False, repr=False)
+    max_gpus_per_node: int = field(init=False, repr=False)
+    gpu_types: tuple[str, ...] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         gpu_node: list[int] = []
@@ -74,6 +76,9 @@ class Topology:
             self, "rack_capacity",
             tuple(sum(self.nodes[n].n_gpus for n in racks[r]) for r in range(len(racks))),
         )
+        # Cached: placement strategies ask for these on every attempt.
+        object.__setattr__(self, "max_gpus_per_node", max(node.n_gpus for node in self.nodes))
+        object.__setattr__(self, "gpu_types", tuple(sorted({node.gpu_type for node in self.nodes})))
 
     @property
     def n_gpus(self) -> int:
@@ -86,14 +91,6 @@ class Topology:
     @property
     def n_racks(self) -> int:
         return len(self.rack_nodes)
-
-    @property
-    def max_gpus_per_node(self) -> int:
-        return max(node.n_gpus for node in self.nodes)
-
-    @property
-    def gpu_types(self) -> tuple[str, ...]:
-        return tuple(sorted({node.gpu_type for node in self.nodes}))
 
     def rack_of_gpu(self, gpu_id: int) -> int:
         return self.nodes[self.gpu_node[gpu_id]].rack_id
@@ -202,10 +199,13 @@ def load_cluster(path: str | Path) -> Topology:
     path = Path(path)
     if not path.is_file():
         raise InputError("no such cluster spec file", source=str(path))
-    text = path.read_text()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read: {exc}", source=str(path)) from None
     data: Any
     try:
-        if path.suffix == ".toml":
+        if path.suffix.lower() == ".toml":
             import tomllib
 
             data = tomllib.loads(text)

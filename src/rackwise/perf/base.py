@@ -47,6 +47,20 @@ class PerfModel(Protocol):
         ...
 
 
+class CommAccounting(Protocol):
+    """Optional extra of a `PerfModel`: communication time per iteration.
+
+    An engine that finds ``comm_per_iter_s`` on its model calls it right after
+    each new rate from ``rates`` and charges ``iterations x`` the figures to
+    the job until its rate changes again. Models without it (`IdealPerf`)
+    report no communication.
+    """
+
+    def comm_per_iter_s(self, job_id: str) -> tuple[float, float]:
+        """(communication seconds, of which beyond a fully consolidated placement) per iteration."""
+        ...
+
+
 @dataclass(frozen=True)
 class IdealPerf:
     """Every job runs at its trace speed on any placement; no interference.
@@ -76,3 +90,19 @@ class IdealPerf:
 
     def restart_overhead_s(self, job: Job) -> float:
         return self.checkpoint_restore_s
+
+
+def forked_rate(perf: PerfModel, state: JobState, running: Mapping[str, JobState],
+                sync_overhead_frac: float) -> float:
+    """Iterations per second of a job forked into ``state.copies`` copies.
+
+    Copy c runs on ``state.gpu_ids[c*n : (c+1)*n]`` (n = the job's GPU count).
+    The copies' rates add up, and the time spent averaging their models
+    (``sync_overhead_frac`` of wall time, in [0, 1]) makes no progress:
+    ``rate = sum_c perf.rate(job, copy_c) * (1 - sync_overhead_frac)``.
+    """
+    job = state.job
+    n = job.n_gpus
+    total = sum(perf.rate(job, state.gpu_ids[c * n:(c + 1) * n], running)
+                for c in range(state.copies))
+    return total * (1.0 - min(max(sync_overhead_frac, 0.0), 1.0))

@@ -24,10 +24,16 @@ from rackwise.workload.job import Job
 
 @dataclass(frozen=True, slots=True)
 class Start:
-    """Run a pending job on exactly these GPUs (its requested count of them)."""
+    """Run a pending job on exactly these GPUs (its requested count of them).
+
+    ``copies > 1`` forks the job: ``gpu_ids`` then holds ``copies`` blocks of
+    ``n_gpus`` GPUs, one block per copy, and the copies train at once and
+    share one progress counter (see `rackwise.perf.base.forked_rate`).
+    """
 
     job_id: str
     gpu_ids: tuple[int, ...]
+    copies: int = 1
 
 
 @dataclass(frozen=True, slots=True)

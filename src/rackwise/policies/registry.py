@@ -17,6 +17,17 @@ from rackwise.policies.base import BasePolicy
 POLICIES: dict[str, str] = {
     "fifo": "rackwise.policies.fifo:Fifo",
     "fifo-backfill": "rackwise.policies.fifo:FifoBackfill",
+    "gavel": "rackwise.policies.gavel:Gavel",
+    "hadar": "rackwise.policies.hadar:Hadar",
+    "hadare": "rackwise.policies.hadare:HadarE",
+    "dally": "rackwise.policies.delay:Dally",
+    "consolidate-strict": "rackwise.policies.consolidation:ConsolidateStrict",
+    "philly-relax": "rackwise.policies.consolidation:PhillyRelax",
+    "sjf": "rackwise.policies.sjf:Sjf",
+    "srtf": "rackwise.policies.srtf:Srtf",
+    "tiresias": "rackwise.policies.tiresias:Tiresias",
+    "asrpt": "rackwise.policies.asrpt:Asrpt",
+    "asrpt-oracle": "rackwise.policies.asrpt:AsrptOracle",
 }
 
 

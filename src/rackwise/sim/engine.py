@@ -22,13 +22,16 @@ from rackwise.cluster.topology import Topology
 from rackwise.cluster.view import ClusterView
 from rackwise.errors import InputError, InvalidDecisionError, RackwiseError
 from rackwise.metrics.records import JobRecord, Timeline
-from rackwise.perf.base import IdealPerf, PerfModel
+from rackwise.perf.base import IdealPerf, PerfModel, forked_rate
 from rackwise.policies.base import Decisions, Policy
 from rackwise.sim.events import Event, EventKind
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState, Status
 
 INF = float("inf")
+# Steps a policy may take on an idle cluster, with jobs queued and none to come, before
+# the run is declared stuck (a round-based policy would otherwise loop for ever).
+MAX_IDLE_STEPS = 10_000
 
 
 class SimulationStuckError(RackwiseError):
@@ -92,6 +95,10 @@ class Simulator:
         self._next_arrival = 0
         self._timers: set[float] = set()
         self._round_s: float | None = getattr(policy, "round_s", None)
+        # Policies that fork jobs say what share of a forked job's time goes to syncing copies.
+        self._fork_overhead = getattr(policy, "fork_overhead_frac", None)
+        # Optional: models that track communication say how much of each step it takes.
+        self._comm_of = getattr(self.perf, "comm_per_iter_s", None)
         self.n_steps = 0
 
     # ------------------------------------------------------------------ run
@@ -101,14 +108,22 @@ class Simulator:
         self.policy.reset(self.view, self._policy_rng)
         if self._round_s is not None and self.jobs:
             self._push(self.jobs[0].submit_time + self._round_s, EventKind.ROUND, None)
+        idle_steps = 0  # steps in a row with jobs queued on an idle cluster and no arrivals left
         while self.step():
-            pass
+            if self.running or not self.pending or self._next_arrival < len(self.jobs):
+                idle_steps = 0
+            else:
+                idle_steps += 1
+                if idle_steps >= MAX_IDLE_STEPS:  # rounds or timers would go on for ever
+                    break
         n_left = len(self.pending) + len(self.running)
         if n_left:
             example = next(iter(self.pending or self.running))
+            why = (f"after {MAX_IDLE_STEPS} steps on an idle cluster with no arrivals left"
+                   if idle_steps >= MAX_IDLE_STEPS else "with nothing left to happen")
             raise SimulationStuckError(
                 f"policy '{self.policy.name}' left {n_left} job(s) unfinished at t={self.now:.0f} s "
-                f"with nothing left to happen (e.g. job {example}); it must start jobs that fit "
+                f"{why} (e.g. job {example}); it must start jobs that fit "
                 f"or ask for a timer (wake_at)"
             )
         return SimResult(self.records, self.timeline, self.topology, self.policy, self.seed,
@@ -183,8 +198,8 @@ class Simulator:
                 where = "running" if start.job_id in self.running else (
                     "finished" if start.job_id in self.finished else "not in the queue")
                 self._reject(now, f"cannot start job {start.job_id}: it is {where}")
-            self._check_gpus(state, start.gpu_ids, now)
-            self._start(state, start.gpu_ids, now)
+            self._check_gpus(state, start.gpu_ids, now, start.copies)
+            self._start(state, start.gpu_ids, now, start.copies)
             changed.add(start.job_id)
         if changed:
             self._update_rates(changed, now)
@@ -195,10 +210,14 @@ class Simulator:
             self._timers.add(wake_at)
             self._push(wake_at, EventKind.TIMER, None)
 
-    def _check_gpus(self, state: JobState, gpu_ids: tuple[int, ...], now: float) -> None:
+    def _check_gpus(self, state: JobState, gpu_ids: tuple[int, ...], now: float,
+                    copies: int = 1) -> None:
         job = state.job
-        if len(gpu_ids) != job.n_gpus or len(set(gpu_ids)) != len(gpu_ids):
-            self._reject(now, f"job {job.job_id} needs {job.n_gpus} distinct GPUs, got {list(gpu_ids)}")
+        if copies < 1:
+            self._reject(now, f"job {job.job_id}: copies must be >= 1, got {copies}")
+        if len(gpu_ids) != job.n_gpus * copies or len(set(gpu_ids)) != len(gpu_ids):
+            self._reject(now, f"job {job.job_id} needs {job.n_gpus * copies} distinct GPUs "
+                              f"({copies} cop{'y' if copies == 1 else 'ies'}), got {list(gpu_ids)}")
         owner = self.allocation.owner
         for gpu in gpu_ids:
             if not 0 <= gpu < len(owner):
@@ -210,8 +229,10 @@ class Simulator:
         raise InvalidDecisionError(f"policy '{self.policy.name}' at t={now:.3f} s: {reason}")
 
     # ------------------------------------------------------------ transitions
-    def _start(self, state: JobState, gpu_ids: tuple[int, ...], now: float) -> None:
+    def _start(self, state: JobState, gpu_ids: tuple[int, ...], now: float,
+               copies: int = 1) -> None:
         del self.pending[state.job_id]
+        state.copies = copies
         self.allocation.allocate(state.job_id, gpu_ids)
         state.status = Status.RUNNING
         state.gpu_ids = tuple(gpu_ids)
@@ -253,10 +274,15 @@ class Simulator:
         for job_id in sorted(new_rates):
             state = self.running[job_id]
             rate = new_rates[job_id]
+            if state.copies > 1:
+                frac = self._fork_overhead(state.job) if self._fork_overhead is not None else 0.0
+                rate = forked_rate(self.perf, state, self.running, frac)
             if job_id not in changed and rate == state.rate_iters_per_s:
                 continue
             state.advance(now)
             state.rate_iters_per_s = rate
+            if self._comm_of is not None:
+                state.comm_s_per_iter, state.comm_extra_s_per_iter = self._comm_of(job_id)
             state.version += 1
             eta = state.finish_eta()
             if eta < INF:
@@ -290,7 +316,7 @@ def _record(state: JobState) -> JobRecord:
         run_time_s=state.run_time_s, overhead_s=state.overhead_s,
         gpu_s=state.attained_gpu_s, n_preemptions=state.n_preemptions,
         n_nodes=state.n_nodes, n_racks=state.n_racks, duration_s=job.duration_s,
-        total_iters=job.total_iters,
+        total_iters=job.total_iters, comm_s=state.comm_s, comm_extra_s=state.comm_extra_s,
     )
 
 
@@ -304,6 +330,9 @@ def _check_jobs(jobs: list[Job], topology: Topology) -> None:
             raise InputError(
                 f"job {job.job_id} asks for {job.n_gpus} GPUs but cluster '{topology.name}' has "
                 f"{topology.n_gpus}; use a larger cluster or drop such jobs", field="n_gpus")
+        if not job.duration_s > 0:
+            raise InputError(f"job {job.job_id} has duration {job.duration_s} s; it must be positive",
+                             field="duration_s")
         if job.n_gpus <= 0:
             raise InputError(f"job {job.job_id} asks for {job.n_gpus} GPUs", field="n_gpus")
 

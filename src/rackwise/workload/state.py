@@ -28,7 +28,7 @@ class JobState:
         "job", "status", "gpu_ids", "iters_done", "rate_iters_per_s", "last_update",
         "busy_until", "run_start", "first_start", "finish_time", "n_preemptions",
         "attained_gpu_s", "queued_since", "run_time_s", "overhead_s", "version", "n_nodes",
-        "n_racks",
+        "n_racks", "copies", "comm_s", "comm_extra_s", "comm_s_per_iter", "comm_extra_s_per_iter",
     )
 
     def __init__(self, job: Job) -> None:
@@ -50,6 +50,13 @@ class JobState:
         self.version = 0  # bumped whenever the predicted finish changes
         self.n_nodes = 0
         self.n_racks = 0
+        self.copies = 1  # forked copies training at once, each on n_gpus GPUs
+        # Communication accounting, fed by performance models that track it:
+        # totals so far, and the per-iteration figures at the current rate.
+        self.comm_s = 0.0
+        self.comm_extra_s = 0.0  # of which beyond a fully consolidated placement
+        self.comm_s_per_iter = 0.0
+        self.comm_extra_s_per_iter = 0.0
 
     # ------------------------------------------------------------- lazy reads
     @property
@@ -75,7 +82,7 @@ class JobState:
     def attained_service_gpu_s(self, now: float) -> float:
         """GPU-seconds held so far (Tiresias' attained service)."""
         if self.status is Status.RUNNING:
-            return self.attained_gpu_s + self.job.n_gpus * (now - self.last_update)
+            return self.attained_gpu_s + self.job.n_gpus * self.copies * (now - self.last_update)
         return self.attained_gpu_s
 
     def executed_time_s(self, now: float) -> float:
@@ -95,9 +102,14 @@ class JobState:
     def advance(self, now: float) -> None:
         """Bring progress counters up to ``now`` (engines only)."""
         if self.status is Status.RUNNING and now > self.last_update:
+            before = self.iters_done
             self.iters_done = self.iters_at(now)
+            if self.comm_s_per_iter:
+                done = self.iters_done - before
+                self.comm_s += done * self.comm_s_per_iter
+                self.comm_extra_s += done * self.comm_extra_s_per_iter
             elapsed = now - self.last_update
-            self.attained_gpu_s += self.job.n_gpus * elapsed
+            self.attained_gpu_s += self.job.n_gpus * self.copies * elapsed
             self.run_time_s += elapsed
         self.last_update = max(self.last_update, now)
 

@@ -7,7 +7,9 @@ rest for all of them, with any placement strategy.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import accumulate
 
 import numpy as np
 
@@ -76,6 +78,182 @@ def preempt_to_order(view: ClusterView, ordered: Sequence[JobState], place: Plac
             free.give(victim.gpu_ids)
             preempted.append(victim.job_id)
             gpus = place(free, state.job.n_gpus, rng)
+        if gpus is None:
+            continue
+        free.take(gpus)
+        starts.append(Start(state.job_id, gpus))
+    return Decisions(start=tuple(starts), preempt=tuple(preempted))
+
+
+class RankedQueue:
+    """Pending jobs sorted by a rank key, kept in one sorted list per GPU count.
+
+    Ordering policies with many pending jobs use it to reach the best-ranked
+    job that fits in ``c`` free GPUs without visiting the jobs that do not,
+    so a decision costs about the number of jobs started, not the queue
+    length. Keys are tuples, lower is better, and must end with the job id
+    (which keeps them unique and the order deterministic).
+    """
+
+    def __init__(self) -> None:
+        self.buckets: dict[int, list[tuple[object, ...]]] = {}
+        self._where: dict[str, tuple[int, tuple[object, ...]]] = {}
+
+    def __len__(self) -> int:
+        return len(self._where)
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self._where
+
+    def add(self, job_id: str, n_gpus: int, key: tuple[object, ...]) -> None:
+        """Queue a job (``key[-1]`` must be ``job_id``); re-adding moves it to the new key."""
+        self.discard(job_id)
+        insort(self.buckets.setdefault(n_gpus, []), key)
+        self._where[job_id] = (n_gpus, key)
+
+    def discard(self, job_id: str) -> None:
+        """Drop a job if it is queued."""
+        found = self._where.pop(job_id, None)
+        if found is None:
+            return
+        n_gpus, key = found
+        bucket = self.buckets[n_gpus]
+        del bucket[bisect_left(bucket, key)]
+        if not bucket:
+            del self.buckets[n_gpus]
+
+    def key_of(self, job_id: str) -> tuple[object, ...]:
+        return self._where[job_id][1]
+
+
+class _Cursor:
+    """Walks a `RankedQueue` in rank order, among the jobs of at most ``limit`` GPUs."""
+
+    def __init__(self, queue: RankedQueue) -> None:
+        self._buckets = sorted(queue.buckets.items())
+        self._pos = [0] * len(self._buckets)
+        self._best = -1
+
+    def head(self, limit: int) -> tuple[int, tuple[object, ...]] | None:
+        """(n_gpus, key) of the best-ranked remaining job of at most ``limit`` GPUs."""
+        best = self._best
+        # The cached pick stays best while its bucket still fits: limits only shrink.
+        if best >= 0 and self._buckets[best][0] <= limit:
+            n_gpus, bucket = self._buckets[best]
+            return n_gpus, bucket[self._pos[best]]
+        best, best_key = -1, None
+        for index, (n_gpus, bucket) in enumerate(self._buckets):
+            if n_gpus > limit:
+                break
+            pos = self._pos[index]
+            if pos < len(bucket) and (best_key is None or bucket[pos] < best_key):
+                best, best_key = index, bucket[pos]
+        self._best = best
+        if best < 0:
+            return None
+        return self._buckets[best][0], best_key  # type: ignore[return-value]
+
+    def advance(self) -> None:
+        """Step past the job the last ``head`` returned."""
+        self._pos[self._best] += 1
+        self._best = -1
+
+
+def start_ranked(view: ClusterView, queue: RankedQueue, place: Placement,
+                 rng: np.random.Generator, *, backfill: bool) -> list[Start]:
+    """`start_in_order` over a `RankedQueue`: same starts, without visiting jobs that cannot fit."""
+    free = view.tentative()
+    starts: list[Start] = []
+    cursor = _Cursor(queue)
+    everything = view.topology.n_gpus
+    while free.n_free > 0:
+        # Strict order looks at every job so that a head job too large to fit blocks the rest.
+        found = cursor.head(free.n_free if backfill else everything)
+        if found is None:
+            break
+        n_gpus, key = found
+        if n_gpus > free.n_free:
+            break
+        gpus = place(free, n_gpus, rng)
+        if gpus is None:
+            if not backfill:
+                break
+            cursor.advance()
+            continue
+        free.take(gpus)
+        starts.append(Start(str(key[-1]), gpus))
+        cursor.advance()
+    return starts
+
+
+def preempt_ranked(view: ClusterView, running_keys: Sequence[tuple[object, ...]],
+                   running_gpus: Sequence[int], queue: RankedQueue, place: Placement,
+                   rng: np.random.Generator) -> Decisions:
+    """`preempt_to_order` for ranks given as keys, at a cost that does not grow with the queue.
+
+    ``running_keys`` ranks every running job (sorted, best first, each key
+    ending with the job id) and ``running_gpus`` gives their GPU counts in
+    the same order; ``queue`` holds every pending job. The decisions are
+    those `preempt_to_order` returns for the merged order of all of them,
+    but a call visits only the pending jobs it starts and the running jobs
+    that do not fit, summing runs of running jobs through prefix sums.
+    """
+    prefix = list(accumulate(running_gpus, initial=0))
+    n_running = len(running_keys)
+    capacity = view.topology.n_gpus
+    cursor = _Cursor(queue)
+    targets: list[JobState] = []
+    misfits: list[int] = []  # running jobs ranked inside the target that do not fit in it
+    index = 0  # running jobs before it have been passed
+    while capacity > 0:
+        # Every pending job ranked before `found` is too large for the capacity left,
+        # and capacity only shrinks, so the running jobs up to `found` come next.
+        found = cursor.head(capacity)
+        end = n_running if found is None else bisect_left(running_keys, found[1], index)
+        while index < end:
+            if prefix[end] - prefix[index] <= capacity:
+                capacity -= prefix[end] - prefix[index]
+                index = end
+                break
+            misfit = bisect_right(prefix, prefix[index] + capacity, index, end + 1) - 1
+            capacity -= prefix[misfit] - prefix[index]
+            misfits.append(misfit)
+            index = misfit + 1
+        if found is None or capacity == 0:
+            break
+        n_gpus, key = found
+        if n_gpus <= capacity:
+            targets.append(view.pending[str(key[-1])])
+            capacity -= n_gpus
+            cursor.advance()
+    if not targets:
+        return Decisions()
+
+    running = view.running
+
+    def victims() -> Iterator[JobState]:
+        # Lowest-ranked first: everything after the target, then the misfits inside it.
+        for position in range(n_running - 1, index - 1, -1):
+            yield running[str(running_keys[position][-1])]
+        for position in reversed(misfits):
+            yield running[str(running_keys[position][-1])]
+
+    spare = victims()
+    free = view.tentative()
+    starts: list[Start] = []
+    preempted: list[str] = []
+    for state in targets:
+        n_gpus = state.job.n_gpus
+        # No placement finds n GPUs among fewer free ones, so skip those attempts.
+        gpus = place(free, n_gpus, rng) if n_gpus <= free.n_free else None
+        while gpus is None:
+            victim = next(spare, None)
+            if victim is None:
+                break
+            free.give(victim.gpu_ids)
+            preempted.append(victim.job_id)
+            if n_gpus <= free.n_free:
+                gpus = place(free, n_gpus, rng)
         if gpus is None:
             continue
         free.take(gpus)

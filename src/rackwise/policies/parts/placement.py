@@ -51,7 +51,12 @@ def _fewest_nodes(free: FreeGpus, nodes: Iterable[int], n_gpus: int) -> list[int
 
 
 def consolidated(free: FreeGpus, n_gpus: int, rng: np.random.Generator) -> tuple[int, ...] | None:
-    """Fewest nodes, then fewest racks: one node if any fits, else one rack, else anywhere."""
+    """Keep a job close: one node if any fits (the tightest), else one rack
+    (the rack needing fewest nodes), else the fewest nodes anywhere.
+
+    Staying inside one rack wins over spanning racks even when spanning
+    would use fewer nodes, because the rack uplink is the slowest link.
+    """
     if n_gpus > free.n_free:
         return None
     topology = free.topology

@@ -1,0 +1,332 @@
+"""The seam between the policy loop and a cluster manager, and the loop itself.
+
+A `Backend` works like an HTTP transport: `observe` reports what the
+cluster looks like now, as the same `ClusterView` the simulator hands a
+policy, and `apply` carries out a policy's `Decisions` and says what
+happened to each one. `serve` is the one driver loop every backend shares
+(the in-process simulator, Slurm, later Kubernetes): observe, call the
+policy hooks, ``policy.schedule(view, now)``, check, apply, wait.
+
+Times are seconds on the workload clock (``Snapshot.now``). A backend that
+replays a trace faster than real time maps wall time onto that clock.
+"""
+
+from __future__ import annotations
+
+import logging
+import time as wallclock
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal, Protocol
+
+import numpy as np
+
+from rackwise.cluster.view import ClusterView
+from rackwise.errors import InvalidDecisionError, RackwiseError
+from rackwise.metrics.records import JobRecord
+from rackwise.policies.base import Decisions, Policy
+from rackwise.workload.state import JobState
+
+log = logging.getLogger("rackwise.serve")
+
+INF = float("inf")
+Action = Literal["start", "preempt"]
+
+
+class BackendError(RackwiseError):
+    """A cluster manager refused a command or could not be reached."""
+
+
+class ServeStuckError(RackwiseError):
+    """Jobs are waiting, yet the backend says nothing will ever happen again."""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What a backend saw at one instant.
+
+    Attributes:
+        now: The workload clock, seconds.
+        view: Pending and running jobs and free GPUs, as a policy sees them.
+            GPUs that no policy may use (a node that is down, a job the
+            backend does not manage) are held by pseudo-owners whose names
+            start with ``"!"``; they appear in no job table.
+        finished: Jobs that completed, by id.
+        failed: Jobs the cluster manager gave up on (cancelled, failed), by id,
+            with the reason.
+        n_waiting: Jobs known to the backend that are not yet submitted on
+            the workload clock (a trace replay).
+        next_arrival: When the next of those is submitted (inf if none).
+    """
+
+    now: float
+    view: ClusterView
+    finished: Mapping[str, JobState] = field(default_factory=dict)
+    failed: Mapping[str, str] = field(default_factory=dict)
+    n_waiting: int = 0
+    next_arrival: float = INF
+
+    @property
+    def idle(self) -> bool:
+        """No job is pending, running or still to arrive."""
+        return not (self.view.pending or self.view.running or self.n_waiting)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What became of one decision.
+
+    Attributes:
+        action: ``"start"`` or ``"preempt"``.
+        job_id: The job.
+        ok: The backend carried it out (a start may still take a moment to run).
+        detail: Empty, or a one-line reason it was not carried out.
+        nodes: Backend names of the nodes a start was pinned to.
+    """
+
+    action: Action
+    job_id: str
+    ok: bool
+    detail: str = ""
+    nodes: tuple[str, ...] = ()
+
+
+class Backend(Protocol):
+    """A cluster manager as the driver loop sees it.
+
+    Implementations must not decide anything: placement and order are the
+    policy's. They must leave a job that could not be started where it was
+    (pending, and for Slurm held), so the next round can try again.
+    """
+
+    name: ClassVar[str]
+
+    def observe(self) -> Snapshot:
+        """Read the cluster and its jobs now."""
+        ...
+
+    def apply(self, decisions: Decisions, snapshot: Snapshot) -> list[Outcome]:
+        """Carry out preemptions, then starts; one outcome per decision, in that order.
+
+        A refused command is an outcome with ``ok=False``, never an exception.
+        """
+        ...
+
+    def wait(self, deadline: float) -> bool:
+        """Return at ``deadline`` on the workload clock, or earlier if something changed.
+
+        Returns False when nothing can ever change again (an in-process
+        simulator with no events left); real clusters always return True.
+        """
+        ...
+
+    def records(self) -> list[JobRecord]:
+        """One record per job that has finished so far."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class DecisionRecord:
+    """One decision as the loop applied it, for the decision log.
+
+    Attributes:
+        now: Workload clock when the policy decided.
+        wall_time: Unix time when the backend applied it.
+        action: ``"start"`` or ``"preempt"``.
+        job_id: The job.
+        gpu_ids: GPUs the policy chose (starts only).
+        nodes: Backend node names the start was pinned to.
+        ok: The backend carried it out.
+        detail: Why not, when ``ok`` is False.
+    """
+
+    now: float
+    wall_time: float
+    action: Action
+    job_id: str
+    gpu_ids: tuple[int, ...]
+    nodes: tuple[str, ...]
+    ok: bool
+    detail: str = ""
+
+
+class RoundObserver(Protocol):
+    """Told about every round of the loop (the Prometheus exporter is one)."""
+
+    def observe_round(self, snapshot: Snapshot, latency_s: float, decisions: Decisions,
+                      outcomes: Sequence[Outcome]) -> None: ...
+
+
+@dataclass
+class ServeResult:
+    """What one run of the loop did."""
+
+    records: list[JobRecord]
+    decisions: list[DecisionRecord]
+    n_rounds: int
+    stopped_idle: bool
+
+
+def check_decisions(view: ClusterView, decisions: Decisions, policy_name: str, now: float) -> None:
+    """Reject decisions the cluster cannot carry out, as the simulator does.
+
+    Raises:
+        InvalidDecisionError: naming the policy, the time and the job.
+    """
+
+    def reject(reason: str) -> None:
+        raise InvalidDecisionError(f"policy '{policy_name}' at t={now:.3f} s: {reason}")
+
+    freed: set[int] = set()
+    preempted: set[str] = set()
+    for job_id in decisions.preempt:
+        state = view.running.get(job_id)
+        if state is None or job_id in preempted:
+            reject(f"cannot preempt job {job_id}: it is not running")
+            return
+        preempted.add(job_id)
+        freed.update(state.gpu_ids)
+    taken: set[int] = set()
+    n_gpus_total = view.topology.n_gpus
+    for start in decisions.start:
+        state = view.pending.get(start.job_id)
+        if state is None and start.job_id in preempted:
+            state = view.running[start.job_id]
+        if state is None:
+            where = "running" if start.job_id in view.running else "not in the queue"
+            reject(f"cannot start job {start.job_id}: it is {where}")
+            return
+        gpus = start.gpu_ids
+        if len(gpus) != state.job.n_gpus or len(set(gpus)) != len(gpus):
+            reject(f"job {start.job_id} needs {state.job.n_gpus} distinct GPUs, got {list(gpus)}")
+        for gpu in gpus:
+            if not 0 <= gpu < n_gpus_total:
+                reject(f"job {start.job_id}: GPU {gpu} does not exist")
+            owner = view.owner_of(gpu)
+            if gpu in taken or (owner is not None and gpu not in freed):
+                holder = owner if gpu not in taken else "another start"
+                reject(f"job {start.job_id}: GPU {gpu} is held by {holder}")
+            taken.add(gpu)
+    if decisions.wake_at is not None and not decisions.wake_at > now:
+        reject(f"wake_at={decisions.wake_at} is not after now")
+
+
+def policy_rng(seed: int) -> np.random.Generator:
+    """The policy's generator for ``seed``, drawn exactly as the simulator draws it."""
+    _, policy_seed = np.random.SeedSequence(seed).spawn(2)
+    return np.random.default_rng(policy_seed)
+
+
+def serve(backend: Backend, policy: Policy, *, poll_s: float | None = 1.0, seed: int = 0,
+          exit_when_idle: bool = True, should_stop: Callable[[], bool] | None = None,
+          observers: Sequence[RoundObserver] = (),
+          on_decision: Callable[[DecisionRecord], None] | None = None) -> ServeResult:
+    """Drive ``policy`` against ``backend`` until idle or told to stop.
+
+    Each round: observe; call ``on_completion`` for jobs seen finished and
+    ``on_arrival`` for jobs seen for the first time (the first round after a
+    restart sees every pending and running job arrive); ``schedule``; check
+    the decisions; apply them; wait until the earliest of the next poll,
+    the policy's ``wake_at``, the next arrival and the next round.
+
+    Args:
+        backend: Where decisions are carried out.
+        policy: Any policy; it is reset with the first view.
+        poll_s: Workload seconds between rounds when nothing else is due;
+            None waits for the backend's own events only (the simulator).
+        seed: Seeds the policy's generator exactly as ``simulate`` does.
+        exit_when_idle: Return once no job is pending, running or to arrive.
+        should_stop: Polled every round; True ends the loop.
+        observers: Told about every round (metrics exporters).
+        on_decision: Called with every applied decision (decision logs).
+
+    Raises:
+        InvalidDecisionError: when the policy asks for something impossible.
+        ServeStuckError: when jobs wait but nothing can happen any more.
+    """
+    snapshot = backend.observe()
+    policy.reset(snapshot.view, policy_rng(seed))
+    round_s: float | None = getattr(policy, "round_s", None)
+    next_round = snapshot.now + round_s if round_s else INF
+    known_active: set[str] = set()
+    known_done: set[str] = set(snapshot.finished) | set(snapshot.failed)
+    applied: list[DecisionRecord] = []
+    timers: set[float] = set()  # every wake_at asked for, as the simulator keeps them
+    n_rounds = 0
+    while True:
+        if should_stop is not None and should_stop():
+            return ServeResult(backend.records(), applied, n_rounds, stopped_idle=False)
+        now = snapshot.now
+        view = snapshot.view
+        view.now = now
+        _call_hooks(policy, snapshot, known_active, known_done)
+        started = wallclock.perf_counter()
+        decisions = policy.schedule(view, now)
+        latency_s = wallclock.perf_counter() - started
+        check_decisions(view, decisions, policy.name, now)
+        outcomes = backend.apply(decisions, snapshot) if decisions.start or decisions.preempt else []
+        _log_outcomes(decisions, outcomes, now, applied, on_decision)
+        for observer in observers:
+            observer.observe_round(snapshot, latency_s, decisions, outcomes)
+        n_rounds += 1
+        if exit_when_idle and snapshot.idle and not decisions.start:
+            return ServeResult(backend.records(), applied, n_rounds, stopped_idle=True)
+        if round_s:
+            while next_round <= now:
+                next_round += round_s
+        if decisions.wake_at is not None:
+            timers.add(decisions.wake_at)
+        timers = {t for t in timers if t > now}
+        deadline = min(now + poll_s if poll_s is not None else INF,
+                       min(timers, default=INF), snapshot.next_arrival,
+                       next_round if snapshot.view.running or snapshot.view.pending else INF)
+        if not backend.wait(deadline) and not decisions.start and not decisions.preempt:
+            if snapshot.idle:
+                return ServeResult(backend.records(), applied, n_rounds, stopped_idle=True)
+            raise ServeStuckError(
+                f"policy '{policy.name}' left {len(view.pending)} job(s) pending at t={now:.0f} s "
+                f"with nothing left to happen; it must start jobs that fit or ask for a timer")
+        snapshot = backend.observe()
+
+
+def _call_hooks(policy: Policy, snapshot: Snapshot, known_active: set[str],
+                known_done: set[str]) -> None:
+    # Completions before arrivals, as in the simulator: they free GPUs first.
+    done = [s for job_id, s in snapshot.finished.items() if job_id not in known_done]
+    done.sort(key=lambda s: (s.finish_time if s.finish_time is not None else INF, s.job_id))
+    for state in done:
+        known_done.add(state.job_id)
+        if state.job_id in known_active:
+            known_active.discard(state.job_id)
+            policy.on_completion(state.job, snapshot.now)
+    for job_id in sorted(snapshot.failed):
+        if job_id not in known_done:
+            known_done.add(job_id)
+            known_active.discard(job_id)
+            log.warning("job %s failed on the cluster: %s", job_id, snapshot.failed[job_id])
+    view = snapshot.view
+    for table in (view.running, view.pending):
+        for job_id, state in table.items():
+            if job_id not in known_active:
+                known_active.add(job_id)
+                policy.on_arrival(state.job, snapshot.now)
+
+
+def _log_outcomes(decisions: Decisions, outcomes: Sequence[Outcome], now: float,
+                  applied: list[DecisionRecord],
+                  on_decision: Callable[[DecisionRecord], None] | None) -> None:
+    gpus_of = {start.job_id: start.gpu_ids for start in decisions.start}
+    wall = wallclock.time()
+    for outcome in outcomes:
+        gpu_ids = gpus_of.get(outcome.job_id, ()) if outcome.action == "start" else ()
+        record = DecisionRecord(now, wall, outcome.action, outcome.job_id, gpu_ids,
+                                outcome.nodes, outcome.ok, outcome.detail)
+        applied.append(record)
+        if outcome.ok:
+            where = f" on {','.join(outcome.nodes)}" if outcome.nodes else ""
+            log.info("t=%.1f %s %s%s", now, outcome.action, outcome.job_id, where)
+        else:
+            log.error("t=%.1f %s %s refused: %s", now, outcome.action, outcome.job_id,
+                      outcome.detail)
+        if on_decision is not None:
+            on_decision(record)

@@ -1,0 +1,696 @@
+"""`NetworkPerf`: iterations per second from GPU type, placement, links and neighbours.
+
+One step of a job takes ``compute / interference + (1 - overlap) * comm``:
+
+* compute comes from the measured table (consolidated throughput, less the
+  modelled intra-node all-reduce it already contains) or, for models the
+  table lacks, from FLOPs; on a placement mixing GPU types the slowest wins;
+* comm is a ring all-reduce at the placement's bottleneck (`perf.comm`),
+  cross-rack jobs sharing each rack uplink equally;
+* interference is the speed factor from jobs on the same nodes
+  (`perf.interference`); the slowest node sets the pace.
+
+The model keeps an index of running placements by node and by rack uplink,
+so `rates` re-rates only the jobs a start or stop can affect.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, fields
+from operator import attrgetter
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from rackwise.cluster.topology import Topology
+from rackwise.errors import InputError
+from rackwise.perf.catalogue import CATALOGUE, ModelSpec, assign_models, resolve_model
+from rackwise.perf.checkpoint import restart_overhead_s
+from rackwise.perf.comm import (
+    LINK_NAMES, UPLINK, Level, latency_s, level_bandwidth_gbps, level_of,
+    pipeline_bubble_frac, ring_allreduce_s, tightest_level, uplink_capacity_gbps,
+)
+from rackwise.perf.config import PerfConfig
+from rackwise.perf.interference import Interference
+from rackwise.perf.throughput import ThroughputTable, default_table
+from rackwise.workload.job import Job
+
+if TYPE_CHECKING:
+    from rackwise.workload.state import JobState
+
+INF = float("inf")
+
+
+@dataclass(frozen=True, slots=True)
+class IterationBreakdown:
+    """Where one step of a job goes on one placement.
+
+    Attributes:
+        compute_s: Compute per step, alone on the GPUs (pipeline bubble included).
+        comm_s: Communication stall per step (after overlap).
+        interference_factor: Speed factor from jobs sharing its nodes (1 = none).
+        level: 0 one node, 1 one rack, 2 several racks.
+        bottleneck: Slowest link: none, intra-node, intra-rack, cross-rack or rack-uplink.
+        bandwidth_gbps: Bandwidth of that link for this job (inf without communication).
+        iteration_s: Seconds per step.
+        consolidated_iteration_s: Seconds per step on the tightest placement this
+            cluster allows, alone.
+        consolidated_comm_s: Communication stall per step there.
+    """
+
+    compute_s: float
+    comm_s: float
+    interference_factor: float
+    level: int
+    bottleneck: str
+    bandwidth_gbps: float
+    iteration_s: float
+    consolidated_iteration_s: float
+    consolidated_comm_s: float
+
+    @property
+    def throughput_iters_per_s(self) -> float:
+        return 1.0 / self.iteration_s if self.iteration_s > 0 else INF
+
+    @property
+    def slowdown(self) -> float:
+        """Step time relative to the consolidated placement (1 = as fast)."""
+        return self.iteration_s / self.consolidated_iteration_s
+
+    @property
+    def comm_extra_s(self) -> float:
+        """Communication per step beyond what the consolidated placement needs."""
+        return max(0.0, self.comm_s - self.consolidated_comm_s)
+
+
+_JOB_FIELDS = tuple(item.name for item in fields(Job))
+_JOB_VALUES = attrgetter(*_JOB_FIELDS)
+_JOB_INDEX = {name: index for index, name in enumerate(_JOB_FIELDS)}
+
+
+def _with_changes(job: Job, changes: dict[str, object]) -> Job:
+    # NOTE: the positional constructor, not dataclasses.replace: prepare rebuilds every
+    # job of a trace, and replace's per-call field introspection was most of its time.
+    values = list(_JOB_VALUES(job))
+    for name, value in changes.items():
+        values[_JOB_INDEX[name]] = value
+    return Job(*values)
+
+
+class _Placed:
+    """A job on a placement: what stays fixed while it runs there."""
+
+    __slots__ = ("job_id", "model", "gpu_ids", "nodes", "node_gpus", "racks", "level",
+                 "gpu_type", "compute_s", "fixed_comm_s", "dyn_bits", "latency_s", "base_gbps",
+                 "ref_comm_s", "ideal_rate", "node_factors", "coeff", "rate", "crosses", "bandwidth")
+
+    job_id: str
+    model: str
+    gpu_ids: tuple[int, ...]
+    nodes: tuple[int, ...]
+    node_gpus: tuple[int, ...]
+    racks: tuple[int, ...]
+    level: Level
+    gpu_type: str
+    compute_s: float
+    fixed_comm_s: float
+    dyn_bits: float
+    latency_s: float
+    base_gbps: float
+    ref_comm_s: float
+    ideal_rate: float  # > 0 only for jobs without a catalogue model
+    node_factors: list[float]  # interference factor per node, kept while indexed
+    coeff: dict[str, float]  # interference weight of each neighbour model
+    rate: float  # last rate reported to the engine
+    crosses: bool  # its ring goes through rack uplinks
+    bandwidth: float  # bottleneck bandwidth at the last rating, Gb/s
+
+
+class NetworkPerf:
+    """Performance model with network topology, congestion, heterogeneity and interference.
+
+    Args:
+        config: Every constant (`PerfConfig`).
+        table: Measured throughputs (default: the shipped table).
+        assign_models: Give jobs without a model one drawn from the run's
+            generator (conditioned on GPU count) and recompute their iterations
+            from their trace duration. Off: such jobs run at trace speed.
+    """
+
+    def __init__(self, config: PerfConfig | None = None, table: ThroughputTable | None = None,
+                 assign_models: bool = True) -> None:
+        self.config = config if config is not None else PerfConfig()
+        self.table = table
+        self.assign_models = assign_models
+        self.topology_: Topology | None = None
+
+    def __repr__(self) -> str:
+        return f"NetworkPerf(config={self.config!r}, assign_models={self.assign_models})"
+
+    # -------------------------------------------------------------- setting up
+    def bind(self, topology: Topology) -> None:
+        """Attach to a cluster and clear the index of running jobs."""
+        cfg = self.config
+        self.topology_ = topology
+        self.table_ = self.table if self.table is not None else default_table()
+        self.interference_ = Interference(self.table_, cfg.interference_scale)
+        self._links = topology.links
+        self._gpu_node = topology.gpu_node
+        self._node_rack = tuple(node.rack_id for node in topology.nodes)
+        self._node_size = tuple(node.n_gpus for node in topology.nodes)
+        self._max_node_gpus = topology.max_gpus_per_node
+        self._cluster_gbps = level_bandwidth_gbps(self._links, Level.CLUSTER)
+        self._max_rack_gpus = max(topology.rack_capacity)
+        self._node_type = tuple(node.gpu_type for node in topology.nodes)
+        self._uplink_gbps = tuple(uplink_capacity_gbps(topology, r) for r in range(topology.n_racks))
+        self._latency = (cfg.latency_node_s, cfg.latency_rack_s, cfg.latency_cluster_s)
+        self._speedups = dict(cfg.gpu_speedup_vs_v100)
+        self._overlap = 1.0 - cfg.comm_overlap_frac
+        self._scale = cfg.interference_scale
+        self._placed: dict[str, _Placed] = {}
+        self._node_jobs: list[dict[str, tuple[_Placed, int]]] = [{} for _ in topology.nodes]
+        self._coeff_rows: dict[tuple[str, str], dict[str, float]] = {}
+        self._rack_cross: list[dict[str, _Placed]] = [{} for _ in range(topology.n_racks)]
+        self._share = [INF] * topology.n_racks  # uplink Gb/s per crossing job
+        self._comm_now: dict[str, tuple[float, float]] = {}
+        self._compute_cache: dict[tuple[str, int, str, float], float] = {}
+        self._ref_cache: dict[tuple[str, int], float] = {}
+        self._sensitivity_cache: dict[tuple[str, int, float], float] = {}
+        counts = Counter(node.gpu_type for node in topology.nodes for _ in range(node.n_gpus))
+        self.reference_gpu_type_ = min(counts, key=lambda t: (-counts[t], t))
+
+    def prepare(self, jobs: Sequence[Job], topology: Topology,
+                rng: np.random.Generator) -> list[Job]:
+        """Bind to ``topology`` and fill in models, bytes, sensitivity and iterations.
+
+        A job without a model gets one (one draw per job from ``rng``, in input
+        order) and ``total_iters = duration_s x`` its throughput consolidated
+        on the cluster's most common GPU type; so does a job whose
+        ``total_iters`` was left at its default (equal to ``duration_s``).
+
+        Raises:
+            InputError: a job names a model the catalogue does not know, or the
+                cluster has a GPU type the model cannot price.
+        """
+        self.bind(topology)
+        for gpu_type in topology.gpu_types:
+            self._speedup(gpu_type)  # fail early on an unknown type
+        draws = rng.random(len(jobs))
+        needy = [i for i, job in enumerate(jobs) if job.model is None]
+        assigned: dict[int, str] = {}
+        if self.assign_models and needy:
+            names = assign_models([jobs[i].n_gpus for i in needy], [float(draws[i]) for i in needy],
+                                  self.config.large_model_frac)
+            assigned = dict(zip(needy, names))
+        out: list[Job] = []
+        for index, job in enumerate(jobs):
+            name = assigned.get(index, job.model)
+            if name is None:
+                out.append(job)
+                continue
+            spec = self._spec(name, job)
+            changes: dict[str, object] = {}
+            if spec.name != job.model:
+                changes["model"] = spec.name
+            gradient_bytes = job.gradient_bytes or spec.gradient_bytes
+            if not job.gradient_bytes:
+                changes["gradient_bytes"] = gradient_bytes
+            if not job.model_bytes:
+                changes["model_bytes"] = spec.checkpoint_bytes
+            if index in assigned or not job.comm_sensitivity:
+                changes["comm_sensitivity"] = self._sensitivity(spec, job.n_gpus, gradient_bytes)
+            if index in assigned or job.total_iters == job.duration_s:
+                rate = self._reference_rate(spec, job.n_gpus, gradient_bytes)
+                changes["total_iters"] = job.duration_s * rate
+            out.append(_with_changes(job, changes) if changes else job)
+        return out
+
+    # ------------------------------------------------------------ the protocol
+    def rate(self, job: Job, gpu_ids: tuple[int, ...], running: Mapping[str, JobState]) -> float:
+        """Iterations per second of ``job`` on ``gpu_ids`` beside the jobs in ``running``."""
+        placed = self._place(job, tuple(gpu_ids))
+        if placed.ideal_rate > 0:
+            return placed.ideal_rate
+        return 1.0 / self._step(placed, *self._what_if_context(job.job_id, running))[0]
+
+    def rates(self, running: Mapping[str, JobState], changed: Collection[str]) -> dict[str, float]:
+        """Re-rate the jobs in ``changed`` and those sharing a node or uplink with them."""
+        affected: dict[str, None] = {}
+        placed_jobs = self._placed
+        for job_id in changed:
+            old = placed_jobs.get(job_id)
+            state = running.get(job_id)
+            if old is not None and (state is None or state.gpu_ids != old.gpu_ids):
+                self._unindex(old, affected)
+                self._collect(old, affected, added=False)
+                self._comm_now.pop(job_id, None)
+                old = None
+            if state is not None:
+                if old is None:
+                    placed = self._place(state.job, state.gpu_ids)
+                    self._index(placed, affected)
+                    self._collect(placed, affected, added=True)
+                affected[job_id] = None
+        out: dict[str, float] = {}
+        # The live-index case of `_step`, inlined: this loop runs for every re-rated job.
+        comm_now = self._comm_now
+        changed_set = changed if isinstance(changed, (set, frozenset, dict)) else set(changed)
+        shares = self._share
+        interfere = self._scale > 0
+        for job_id in affected:
+            if job_id not in running:
+                continue
+            placed = placed_jobs[job_id]
+            if placed.ideal_rate > 0:
+                out[job_id] = placed.ideal_rate
+                continue
+            comm = placed.fixed_comm_s + placed.latency_s
+            if placed.dyn_bits > 0:
+                bandwidth = placed.base_gbps
+                if placed.crosses:
+                    for rack in placed.racks:
+                        share = shares[rack]
+                        if share < bandwidth:
+                            bandwidth = share
+                    placed.bandwidth = bandwidth
+                comm += placed.dyn_bits / (bandwidth * 1e9)
+            if interfere:
+                factors = placed.node_factors
+                factor = factors[0] if len(factors) == 1 else min(factors)
+                rate = 1.0 / (placed.compute_s / factor + comm)
+            else:
+                rate = 1.0 / (placed.compute_s + comm)
+            # A bystander whose pace did not move is left out: the engine has nothing to do.
+            if rate == placed.rate and job_id not in changed_set:
+                continue
+            placed.rate = rate
+            out[job_id] = rate
+            extra = comm - placed.ref_comm_s
+            comm_now[job_id] = (comm, extra if extra > 0.0 else 0.0)
+        return out
+
+    def restart_overhead_s(self, job: Job) -> float:
+        cfg = self.config
+        nbytes = job.model_bytes
+        if not nbytes and job.model in CATALOGUE:
+            nbytes = CATALOGUE[job.model].checkpoint_bytes
+        return restart_overhead_s(nbytes, write_gbytes_per_s=cfg.storage_write_gbytes_per_s,
+                                  read_gbytes_per_s=cfg.storage_read_gbytes_per_s,
+                                  fixed_s=cfg.restart_fixed_s)
+
+    def comm_per_iter_s(self, job_id: str) -> tuple[float, float]:
+        """(communication seconds, of which beyond consolidated) per step at the current rate."""
+        return self._comm_now.get(job_id, (0.0, 0.0))
+
+    # ------------------------------------------------------------ explanations
+    def iteration_breakdown(self, job: Job, gpu_ids: tuple[int, ...],
+                            running: Mapping[str, JobState]) -> IterationBreakdown:
+        """Compute, communication and interference of one step of ``job`` on ``gpu_ids``.
+
+        Raises:
+            InputError: bad GPU ids, or a job without a catalogue model.
+        """
+        topology = self._bound()
+        gpu_ids = tuple(gpu_ids)
+        if not gpu_ids or len(set(gpu_ids)) != len(gpu_ids) or not all(
+                0 <= g < topology.n_gpus for g in gpu_ids):
+            raise InputError(f"job {job.job_id}: need distinct GPU ids in 0..{topology.n_gpus - 1}",
+                             field="gpu_ids")
+        if job.model is None:
+            raise InputError(f"job {job.job_id} has no model to explain", field="model")
+        placed = self._place(job, gpu_ids)
+        nodes_jobs, counts = self._what_if_context(job.job_id, running)
+        step_s, comm_s = self._step(placed, nodes_jobs, counts)
+        factor = self._interference(placed, nodes_jobs)
+        gbps, label = self._bandwidth(placed, counts)
+        ref_step = placed.compute_s + placed.ref_comm_s
+        return IterationBreakdown(
+            compute_s=placed.compute_s, comm_s=comm_s, interference_factor=factor,
+            level=int(placed.level), bottleneck=label if comm_s > 0 else LINK_NAMES[None],
+            bandwidth_gbps=gbps if comm_s > 0 else INF, iteration_s=step_s,
+            consolidated_iteration_s=ref_step, consolidated_comm_s=placed.ref_comm_s)
+
+    # -------------------------------------------------------------- internals
+    def _bound(self) -> Topology:
+        if self.topology_ is None:
+            raise InputError("NetworkPerf is not bound to a cluster: call prepare() or bind() first")
+        return self.topology_
+
+    def _spec(self, name: str, job: Job) -> ModelSpec:
+        spec = CATALOGUE.get(name)
+        if spec is not None:
+            return spec
+        try:
+            return resolve_model(name)
+        except InputError as exc:
+            raise InputError(f"job {job.job_id}: {exc}", field="model") from None
+
+    def _tightest(self, n_gpus: int) -> Level:
+        return tightest_level(n_gpus, self._max_node_gpus, self._max_rack_gpus)
+
+    def _speedup(self, gpu_type: str) -> float:
+        if gpu_type not in self._speedups:
+            if gpu_type not in self.table_.isolated:
+                raise InputError(
+                    f"GPU type '{gpu_type}' is unknown to the performance model; add it to "
+                    f"PerfConfig.gpu_speedup_vs_v100 or merge a throughput table for it",
+                    field="gpu_type")
+            self._speedups[gpu_type] = self.table_.speedup_vs_v100(gpu_type)
+        return self._speedups[gpu_type]
+
+    def _compute_s(self, spec: ModelSpec, n_gpus: int, gpu_type: str, gradient_bytes: float) -> float:
+        key = (spec.name, n_gpus, gpu_type, gradient_bytes)
+        found = self._compute_cache.get(key)
+        if found is not None:
+            return found
+        if spec.measured:
+            extra = {g: self._speedup(g) for g in (gpu_type,) if g not in self.table_.isolated}
+            measured_step = 1.0 / self.table_.consolidated(spec.name, n_gpus, gpu_type, extra)
+            # The measured step already holds an all-reduce inside one server.
+            inside = self._overlap * ring_allreduce_s(
+                n_gpus, gradient_bytes, self._links.intra_node_gbps, self._latency[0])
+            found = max(measured_step - inside, self.config.min_compute_frac * measured_step)
+        else:
+            cfg = self.config
+            found = spec.flops_per_gpu_step / (
+                cfg.v100_peak_tflops * 1e12 * cfg.mfu_frac * self._speedup(gpu_type))
+        self._compute_cache[key] = found
+        return found
+
+    def _comm_at(self, level: Level, n_gpus: int, gradient_bytes: float) -> float:
+        bandwidth = level_bandwidth_gbps(self._links, level)
+        return self._overlap * ring_allreduce_s(n_gpus, gradient_bytes, bandwidth,
+                                                self._latency[int(level)])
+
+    def _reference_rate(self, spec: ModelSpec, n_gpus: int, gradient_bytes: float) -> float:
+        """Steps/s consolidated on the cluster's main GPU type, alone (trace durations' speed)."""
+        key = (spec.name, n_gpus)
+        found = self._ref_cache.get(key) if gradient_bytes == spec.gradient_bytes else None
+        if found is None:
+            level = self._tightest(n_gpus)
+            step = (self._compute_s(spec, n_gpus, self.reference_gpu_type_, gradient_bytes)
+                    + self._comm_at(level, n_gpus, gradient_bytes))
+            found = 1.0 / step
+            if gradient_bytes == spec.gradient_bytes:
+                self._ref_cache[key] = found
+        return found
+
+    def _sensitivity(self, spec: ModelSpec, n_gpus: int, gradient_bytes: float) -> float:
+        """``1 - t_step(one node) / t_step(two nodes of a rack)``, at >= 2 GPUs."""
+        key = (spec.name, n_gpus, gradient_bytes)
+        found = self._sensitivity_cache.get(key)
+        if found is None:
+            found = self._sensitivity_cache[key] = self._sensitivity_of(spec, n_gpus, gradient_bytes)
+        return found
+
+    def _sensitivity_of(self, spec: ModelSpec, n_gpus: int, gradient_bytes: float) -> float:
+        n = max(n_gpus, 2)
+        compute = self._compute_s(spec, n, self.reference_gpu_type_, gradient_bytes)
+        near = compute + self._comm_at(Level.NODE, n, gradient_bytes)
+        far = compute + self._comm_at(Level.RACK, n, gradient_bytes)
+        return max(0.0, 1.0 - near / far)
+
+    def _place(self, job: Job, gpu_ids: tuple[int, ...]) -> _Placed:
+        placed = _Placed()
+        placed.job_id = job.job_id
+        placed.gpu_ids = gpu_ids
+        placed.rate = -1.0
+        placed.crosses = False
+        placed.bandwidth = INF
+        gpu_node = self._gpu_node
+        spec = CATALOGUE.get(job.model) if job.model is not None else None
+        if len(gpu_ids) == 1:
+            node = gpu_node[gpu_ids[0]]
+            placed.nodes, placed.node_gpus = (node,), (1,)
+            if spec is not None:
+                # One GPU: nothing to communicate (most jobs of real traces take this path).
+                gpu_type = self._node_type[node]
+                placed.racks, placed.level, placed.gpu_type = (self._node_rack[node],), Level.NODE, gpu_type
+                placed.model, placed.ideal_rate = spec.name, 0.0
+                placed.compute_s = self._compute_s(spec, 1, gpu_type, job.gradient_bytes or spec.gradient_bytes)
+                placed.fixed_comm_s = placed.dyn_bits = placed.latency_s = placed.ref_comm_s = 0.0
+                placed.base_gbps = self._links.intra_node_gbps
+                return placed
+        else:
+            per_node: dict[int, int] = {}
+            for gpu in gpu_ids:
+                node = gpu_node[gpu]
+                per_node[node] = per_node.get(node, 0) + 1
+            placed.nodes = tuple(sorted(per_node))
+            placed.node_gpus = tuple(per_node[n] for n in placed.nodes)
+        placed.racks = tuple(sorted({self._node_rack[n] for n in placed.nodes}))
+        level = level_of(len(placed.nodes), len(placed.racks))
+        placed.level = level
+        types = {self._node_type[n] for n in placed.nodes}
+        placed.gpu_type = min(types) if len(types) > 1 else next(iter(types))
+        if spec is None:
+            placed.model = job.model or ""
+            placed.ideal_rate = job.total_iters / job.duration_s if job.duration_s > 0 else INF
+            placed.compute_s = placed.fixed_comm_s = placed.dyn_bits = placed.latency_s = 0.0
+            placed.base_gbps, placed.ref_comm_s = INF, 0.0
+            return placed
+        placed.model = spec.name
+        placed.ideal_rate = 0.0
+        n = len(gpu_ids)
+        gradient_bytes = job.gradient_bytes or spec.gradient_bytes
+        data, tensor, pipeline = n, 1, 1
+        par = job.parallelism
+        if par is not None and par.n_gpus == n and (par.tensor > 1 or par.pipeline > 1):
+            data, tensor, pipeline = par.data, par.tensor, par.pipeline
+        compute = max(self._compute_s(spec, n, t, gradient_bytes) for t in types)
+        placed.compute_s = compute * (1.0 + pipeline_bubble_frac(pipeline, self.config.pipeline_microbatches))
+        shard_bytes = gradient_bytes / (tensor * pipeline)
+        base = level_bandwidth_gbps(self._links, level)
+        placed.base_gbps = base
+        overlap = self._overlap
+        # data-parallel ring over the replicas, through the bottleneck
+        steps = 2 * (data - 1)
+        placed.dyn_bits = overlap * (steps / data * shard_bytes * 8.0 if data > 1 else 0.0)
+        placed.latency_s = overlap * steps * self._latency[int(level)]
+        placed.fixed_comm_s = 0.0
+        if tensor > 1:
+            tensor_bytes = self.config.tensor_comm_factor * shard_bytes
+            if all(count % tensor == 0 for count in placed.node_gpus):
+                # tensor groups sit inside nodes: they never touch the network
+                placed.fixed_comm_s = overlap * ring_allreduce_s(
+                    tensor, tensor_bytes, self._links.intra_node_gbps, self._latency[0])
+            else:
+                placed.dyn_bits += overlap * 2 * (tensor - 1) / tensor * tensor_bytes * 8.0
+                placed.latency_s += overlap * 2 * (tensor - 1) * self._latency[int(level)]
+        ref_level = self._tightest(n)
+        ref_base = level_bandwidth_gbps(self._links, ref_level)
+        ref_latency = latency_s(ref_level, *self._latency)
+        ref = self._overlap * (
+            (steps / data * shard_bytes * 8.0 / (ref_base * 1e9) if data > 1 else 0.0)
+            + steps * ref_latency)
+        if tensor > 1:
+            ref += overlap * ring_allreduce_s(tensor, self.config.tensor_comm_factor * shard_bytes,
+                                              self._links.intra_node_gbps, self._latency[0])
+        placed.ref_comm_s = ref
+        placed.crosses = level is Level.CLUSTER and placed.dyn_bits > 0
+        return placed
+
+    def _coeff_row(self, model: str, gpu_type: str) -> dict[str, float]:
+        """``scale x slowdown(model, other)`` by the other's model, filled lazily."""
+        key = (model, gpu_type)
+        row = self._coeff_rows.get(key)
+        if row is None:
+            row = self._coeff_rows[key] = {}
+        return row
+
+    def _coeff(self, row: dict[str, float], model: str, other: str, gpu_type: str) -> float:
+        found = row.get(other)
+        if found is None:
+            found = row[other] = self._scale * self.interference_.slowdown(model, other, gpu_type)
+        return found
+
+    def _index(self, placed: _Placed, affected: dict[str, None] | None = None) -> None:
+        """Add a running placement; update its neighbours' node factors incrementally.
+
+        Neighbours whose factor moved are added to ``affected``.
+        """
+        job_id = placed.job_id
+        self._placed[job_id] = placed
+        placed.node_factors = [1.0] * len(placed.nodes)
+        if self._scale > 0:
+            coeff = self._coeff
+            model = placed.model
+            row = placed.coeff = self._coeff_row(model, placed.gpu_type)
+            for i, node in enumerate(placed.nodes):
+                size = self._node_size[node]
+                share = placed.node_gpus[i] / size
+                factor = 1.0
+                for other, other_gpus in self._node_jobs[node].values():
+                    weight = row.get(other.model)
+                    if weight is None:
+                        weight = coeff(row, model, other.model, placed.gpu_type)
+                    factor *= 1.0 - weight * other_gpus / size
+                    theirs = other.coeff.get(model)
+                    if theirs is None:
+                        theirs = coeff(other.coeff, other.model, model, other.gpu_type)
+                    if theirs:
+                        j = 0 if len(other.nodes) == 1 else other.nodes.index(node)
+                        other.node_factors[j] *= 1.0 - theirs * share
+                        if affected is not None:
+                            affected[other.job_id] = None
+                placed.node_factors[i] = factor
+        for node, count in zip(placed.nodes, placed.node_gpus):
+            self._node_jobs[node][job_id] = (placed, count)
+        if placed.crosses:
+            for rack in placed.racks:
+                crossing = self._rack_cross[rack]
+                crossing[job_id] = placed
+                self._share[rack] = self._uplink_gbps[rack] / len(crossing)
+
+    def _unindex(self, placed: _Placed, affected: dict[str, None] | None = None) -> None:
+        """Remove a placement; neighbours whose factor moved are added to ``affected``."""
+        job_id = placed.job_id
+        del self._placed[job_id]
+        coeff = self._coeff
+        for i, node in enumerate(placed.nodes):
+            neighbours = self._node_jobs[node]
+            del neighbours[job_id]
+            if self._scale <= 0 or not neighbours:
+                continue
+            share = placed.node_gpus[i] / self._node_size[node]
+            alone = len(neighbours) == 1
+            for other, _ in neighbours.values():
+                j = 0 if len(other.nodes) == 1 else other.nodes.index(node)
+                if alone:
+                    if other.node_factors[j] == 1.0:
+                        continue
+                    other.node_factors[j] = 1.0  # alone again: exact, no rounding left over
+                else:
+                    theirs = other.coeff.get(placed.model)
+                    if theirs is None:
+                        theirs = coeff(other.coeff, other.model, placed.model, other.gpu_type)
+                    if not theirs:
+                        continue
+                    other.node_factors[j] /= 1.0 - theirs * share
+                if affected is not None:
+                    affected[other.job_id] = None
+        if placed.crosses:
+            for rack in placed.racks:
+                crossing = self._rack_cross[rack]
+                del crossing[job_id]
+                self._share[rack] = self._uplink_gbps[rack] / len(crossing) if crossing else INF
+
+    def _collect(self, placed: _Placed, affected: dict[str, None], *, added: bool) -> None:
+        """Add the jobs sharing an uplink whose rate may change now that ``placed`` came or went.
+
+        (Neighbours on its nodes were added by `_index`/`_unindex`.)
+        """
+        if placed.crosses:
+            cluster_gbps = self._cluster_gbps
+            for rack in placed.racks:
+                crossing = self._rack_cross[rack]
+                if added:
+                    # the share fell: only jobs faster than the new share slow down
+                    share = self._share[rack]
+                    if share < cluster_gbps:
+                        for other_id, other in crossing.items():
+                            if other.bandwidth > share:
+                                affected[other_id] = None
+                else:
+                    # the share rose: only jobs held at the old share may speed up
+                    old = self._uplink_gbps[rack] / (len(crossing) + 1)
+                    if old < cluster_gbps:
+                        for other_id, other in crossing.items():
+                            if other.bandwidth <= old * (1.0 + 1e-12):
+                                affected[other_id] = None
+
+    def _what_if_context(self, job_id: str, running: Mapping[str, JobState]
+                         ) -> tuple[_Neighbours, _Sharing]:
+        """Neighbours per node and cross-rack jobs per rack, as if ``job_id`` were added.
+
+        Uses the live index when it covers ``running`` (the engine's case),
+        else builds one from ``running`` (O(running)).
+        """
+        if len(running) <= len(self._placed):
+            return _Neighbours(self._node_jobs, running, job_id), _Sharing(self._rack_cross, running, job_id)
+        nodes: list[dict[str, tuple[_Placed, int]]] = [{} for _ in self._node_jobs]
+        racks: list[dict[str, _Placed]] = [{} for _ in self._rack_cross]
+        for other_id, state in running.items():
+            if other_id == job_id:
+                continue
+            other = self._placed.get(other_id)
+            if other is None or other.gpu_ids != state.gpu_ids:
+                other = self._place(state.job, state.gpu_ids)
+            for node, count in zip(other.nodes, other.node_gpus):
+                nodes[node][other_id] = (other, count)
+            if other.crosses:
+                for rack in other.racks:
+                    racks[rack][other_id] = other
+        return _Neighbours(nodes, running, job_id), _Sharing(racks, running, job_id)
+
+    def _interference(self, placed: _Placed, nodes: _Neighbours | None) -> float:
+        """Speed factor from neighbours: the slowest node's product of neighbour factors."""
+        if self._scale <= 0:
+            return 1.0
+        if nodes is None:
+            return min(placed.node_factors)
+        row = self._coeff_row(placed.model, placed.gpu_type)
+        factor = 1.0
+        for node in placed.nodes:
+            size = self._node_size[node]
+            node_factor = 1.0
+            for other, other_gpus in nodes[node]:
+                node_factor *= 1.0 - self._coeff(row, placed.model, other.model,
+                                                 placed.gpu_type) * other_gpus / size
+            factor = min(factor, node_factor)
+        return factor
+
+    def _bandwidth(self, placed: _Placed, sharing: _Sharing | None) -> tuple[float, str]:
+        base = placed.base_gbps
+        label = LINK_NAMES[placed.level]
+        if placed.crosses:
+            for rack in placed.racks:
+                n_sharing = len(self._rack_cross[rack]) if sharing is None else sharing[rack]
+                share = self._uplink_gbps[rack] / max(1, n_sharing)
+                if share < base:
+                    base, label = share, UPLINK
+        return base, label
+
+    def _step(self, placed: _Placed, nodes: _Neighbours | None,
+              sharing: _Sharing | None) -> tuple[float, float]:
+        """(seconds per step, communication seconds per step)."""
+        comm = placed.fixed_comm_s + placed.latency_s
+        if placed.dyn_bits > 0:
+            bandwidth, _ = self._bandwidth(placed, sharing)
+            comm += placed.dyn_bits / (bandwidth * 1e9)
+        if self._scale > 0:
+            return placed.compute_s / self._interference(placed, nodes) + comm, comm
+        return placed.compute_s + comm, comm
+
+
+class _Neighbours:
+    """Per node, the (placement, GPUs there) of other running jobs, skipping one job."""
+
+    __slots__ = ("_nodes", "_running", "_skip")
+
+    def __init__(self, nodes: list[dict[str, tuple[_Placed, int]]], running: Mapping[str, object],
+                 skip: str) -> None:
+        self._nodes = nodes
+        self._running = running
+        self._skip = skip
+
+    def __getitem__(self, node: int) -> list[tuple[_Placed, int]]:
+        running, skip = self._running, self._skip
+        return [v for k, v in self._nodes[node].items() if k != skip and k in running]
+
+
+class _Sharing:
+    """Jobs crossing each rack uplink, counting one more job and no stale entries."""
+
+    __slots__ = ("_racks", "_running", "_skip")
+
+    def __init__(self, racks: list[dict[str, _Placed]], running: Mapping[str, object], skip: str) -> None:
+        self._racks = racks
+        self._running = running
+        self._skip = skip
+
+    def __getitem__(self, rack: int) -> int:
+        running, skip = self._running, self._skip
+        return 1 + sum(1 for k in self._racks[rack] if k != skip and k in running)

@@ -1,0 +1,193 @@
+"""The delay-timer auto-tuner used by ``dally``: a per-class feedback controller.
+
+rackwise's implementation of the published design (shared/papers/
+network_sensitive_delay.md §3.3). The published signals and update rule are
+not available; what is here is our reconstruction, and each constant is a
+parameter of the ``dally`` policy.
+
+Over an epoch the tuner collects, per sensitivity class and level:
+hindsight times of jobs that gave up on a level (how long until a slot at
+that level did appear), waits of jobs that won the level, the gain a won
+wait buys, the queue trend and the GPU utilisation. At the end of the epoch
+`tune_timer` moves each timer up or down by a bounded factor.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rackwise.policies.parts.locality import L0, L1
+
+if TYPE_CHECKING:
+    from rackwise.cluster.view import ClusterView
+
+
+@dataclass(frozen=True, slots=True)
+class TimerUpdate:
+    """One change the tuner made to a timer (a row of ``timer_log_``)."""
+
+    time: float
+    cls: str
+    level: int
+    old_s: float
+    new_s: float
+    reason: str
+
+
+def tune_timer(timer_s: float, *, hindsight_s: Sequence[float], won_wait_s: Sequence[float],
+               gain_s: float, queue_trend: int, utilisation: float, step: float = 0.25,
+               hindsight_frac: float = 0.5, util_high: float = 0.9,
+               max_timer_s: float = 14_400.0, seed_timer_s: float = 60.0) -> tuple[float, str | None]:
+    """One epoch's update of one timer: the new value and why (None: no rule fired).
+
+    Rules, first match wins: jobs gave up just too early (a slot came within
+    ``hindsight_frac`` of the timer and sooner than the gain) -> longer;
+    won waits cost more than they gain -> shorter; the queue grew while GPUs
+    sat idle -> shorter. The result is clamped to [0, max_timer_s]; a timer
+    at 0 whose jobs gave up is re-seeded so it can grow again.
+    """
+    new, reason = timer_s, None
+    if hindsight_s and (h := statistics.median(hindsight_s)) <= hindsight_frac * timer_s and h < gain_s:
+        new, reason = timer_s * (1.0 + step), "gave-up-too-early"
+    elif won_wait_s and statistics.fmean(won_wait_s) > gain_s:
+        new, reason = timer_s * (1.0 - step), "wait-costs-more-than-gain"
+    elif queue_trend > 0 and utilisation < util_high:
+        new, reason = timer_s * (1.0 - step), "queue-grows-with-idle-gpus"
+    new = min(max(new, 0.0), max_timer_s)
+    if new == 0.0 and hindsight_s:
+        new, reason = seed_timer_s, reason or "reseed"
+    return new, reason
+
+
+class TimerTuner:
+    """Run state of the auto-tuner: epoch signals and the log of updates.
+
+    Args:
+        classes: The classes whose timers it tunes (``low`` is never tuned).
+        every_s: Epoch length in simulated seconds.
+        every_starts: An epoch also ends after this many job starts.
+        default_duration_s: Duration estimate of a class before any job of it finished.
+        n_gpus: Cluster size, for utilisation.
+        rule: Keyword arguments passed on to `tune_timer`.
+    """
+
+    def __init__(self, *, classes: tuple[str, ...], every_s: float, every_starts: int,
+                 default_duration_s: float, n_gpus: int, rule: dict[str, float]) -> None:
+        self.classes = classes
+        self.every_s = every_s
+        self.every_starts = every_starts
+        self.default_duration_s = default_duration_s
+        self.n_gpus = n_gpus
+        self.rule = rule
+        self.log: list[TimerUpdate] = []
+        self.sigmas: dict[str, list[tuple[float, float, float]]] = {c: [] for c in classes}
+        self.durations: dict[str, list[float]] = {c: [] for c in classes}
+        # (n_gpus, level, relaxed_at, class) of jobs that gave up, until a slot appears
+        self.watchers: list[tuple[int, int, float, str]] = []
+        self.epoch_start: float | None = None
+        self.queue_at_start = 0
+        self.last_time: float | None = None
+        self.busy_gpus = 0
+        self._new_epoch()
+
+    def _new_epoch(self) -> None:
+        self.n_starts = 0
+        self.busy_gpu_s = 0.0
+        keys = [(c, level) for c in self.classes for level in (L0, L1)]
+        self.hindsight: dict[tuple[str, int], list[float]] = {k: [] for k in keys}
+        self.won: dict[tuple[str, int], list[float]] = {k: [] for k in keys}
+
+    # ------------------------------------------------------------------ signals
+    def tuned(self, cls: str) -> bool:
+        return cls in self.sigmas
+
+    def note_sigma(self, cls: str, sigma: tuple[float, float, float]) -> None:
+        if cls in self.sigmas:
+            self.sigmas[cls].append(sigma)
+
+    def note_finish(self, cls: str, duration_s: float) -> None:
+        if cls in self.durations:
+            self.durations[cls].append(duration_s)
+
+    def note_relax(self, cls: str, level: int, n_gpus: int, now: float) -> None:
+        if cls in self.sigmas:
+            self.watchers.append((n_gpus, level, now, cls))
+
+    def note_start(self, cls: str, level: int | None, wait_s: float) -> None:
+        """A job started; ``level`` is set when it won the level it waited for."""
+        self.n_starts += 1
+        if level is not None and wait_s > 0.0 and cls in self.sigmas:
+            self.won[(cls, level)].append(wait_s)
+
+    def observe(self, view: ClusterView, now: float) -> None:
+        """Called at the start of every pass: utilisation and hindsight slots."""
+        if self.epoch_start is None:
+            self.epoch_start, self.queue_at_start = now, len(view.pending)
+        if self.last_time is not None:
+            self.busy_gpu_s += self.busy_gpus * (now - self.last_time)
+        self.last_time = now
+        if not self.watchers:
+            return
+        cap = float(self.rule.get("max_timer_s", 14_400.0))
+        probe = view.tentative()
+        found: dict[tuple[int, int], bool] = {}
+        still: list[tuple[int, int, float, str]] = []
+        for n_gpus, level, since, cls in self.watchers:
+            if now <= since:
+                still.append((n_gpus, level, since, cls))
+                continue
+            key = (n_gpus, level)
+            if key not in found:
+                found[key] = (probe.tightest_node(n_gpus) is not None if level == L0 else
+                              any(probe.free_in_rack(r) >= n_gpus
+                                  for r in range(view.topology.n_racks)))
+            if found[key] or now - since >= cap:
+                self.hindsight[(cls, level)].append(min(now - since, cap))
+            else:
+                still.append((n_gpus, level, since, cls))
+        self.watchers = still
+
+    def after_pass(self, busy_gpus: int) -> None:
+        self.busy_gpus = busy_gpus
+
+    # ------------------------------------------------------------------ epochs
+    def due(self, now: float) -> bool:
+        return self.epoch_start is not None and (
+            now >= self.epoch_start + self.every_s or self.n_starts >= self.every_starts)
+
+    def next_epoch_at(self) -> float | None:
+        return None if self.epoch_start is None else self.epoch_start + self.every_s
+
+    def gain_s(self, cls: str, level: int) -> float:
+        """Slowdown one job of the class avoids by waiting at ``level``, in seconds."""
+        sigmas = self.sigmas[cls]
+        if not sigmas:
+            return 0.0
+        durations = self.durations[cls]
+        duration = statistics.median(durations) if durations else self.default_duration_s
+        delta = (statistics.median(s[level + 1] for s in sigmas)
+                 - statistics.median(s[level] for s in sigmas))
+        return delta * duration
+
+    def tune(self, now: float, timers: dict[str, list[float]], queue_len: int) -> None:
+        """End the epoch: update the timers in place and log each change."""
+        assert self.epoch_start is not None
+        elapsed = now - self.epoch_start
+        utilisation = (self.busy_gpu_s / (self.n_gpus * elapsed) if elapsed > 0
+                       else self.busy_gpus / self.n_gpus)
+        trend = queue_len - self.queue_at_start
+        for cls in self.classes:
+            for level in (L0, L1):
+                old = timers[cls][level]
+                new, reason = tune_timer(
+                    old, hindsight_s=self.hindsight[(cls, level)], won_wait_s=self.won[(cls, level)],
+                    gain_s=self.gain_s(cls, level), queue_trend=trend, utilisation=utilisation,
+                    **self.rule)
+                if reason is not None:
+                    timers[cls][level] = new
+                    self.log.append(TimerUpdate(now, cls, level, old, new, reason))
+        self.epoch_start, self.queue_at_start = now, queue_len
+        self._new_epoch()

@@ -1,0 +1,110 @@
+"""HadarE: Hadar plus job forking onto idle nodes (papers/hadar.md §3.7).
+
+rackwise's implementation of the published design. After Hadar has placed
+every job's primary copy for the round, nodes with GPUs left over receive
+extra copies of running jobs: each copy is a full training process of the
+job on its own node, all copies of a job train at once, and at every round
+boundary their models are averaged (weighted by the steps each made).
+
+In the simulator a forked job makes the sum of its copies' rates, less the
+share of each round spent averaging: ``(2 x model bytes / bandwidth +
+restart) / round`` (`fork_overhead_frac`, read by the engine; see
+`rackwise.perf.base.forked_rate`). Every copy holds the job's full GPU
+count, so a copy fits only a node with that many free GPUs ([R]; the
+digest also allows smaller copies).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from rackwise.cluster.view import ClusterView
+from rackwise.policies.hadar import Hadar, Layout, used_book
+from rackwise.workload.job import Job
+from rackwise.workload.state import JobState
+
+# Checkpoint sizes of the model families in the Gavel table (digest §3.7), bytes.
+MODEL_BYTES: dict[str, float] = {
+    "resnet-50": 100e6, "resnet-18": 45e6, "transformer": 200e6, "lm": 100e6, "lstm": 100e6,
+}
+
+
+def model_bytes(job: Job, default_bytes: float) -> float:
+    """The job's model size: its own field, else the family's table entry, else the default."""
+    if job.model_bytes > 0:
+        return job.model_bytes
+    name = (job.model or "").lower()
+    for prefix, size in MODEL_BYTES.items():
+        if name.startswith(prefix):
+            return size
+    return default_bytes
+
+
+def merge_models(params: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """Average copies' parameters (one row each) weighted by the steps each made this round.
+
+    A copy that made no steps adds nothing. This is what the tracker does at
+    a round boundary; the simulator needs only its cost, but the rule is
+    kept here, tested, for a real backend.
+    """
+    total = float(steps.sum())
+    if total <= 0:
+        return params.mean(axis=0)
+    return (steps[:, None] * params).sum(axis=0) / total
+
+
+@dataclass(kw_only=True)
+class HadarE(Hadar):
+    """Hadar with forking: extra copies of running jobs fill nodes left idle.
+
+    Args:
+        max_copies: Most copies of one job (None: the number of nodes).
+        sync_bandwidth_gbps: Bandwidth for averaging copies (digest: 10).
+        restart_s: Seconds each sync costs beyond the transfer (digest: 10).
+        default_model_bytes: Model size when neither job nor table knows it.
+        (All of Hadar's parameters apply too.)
+    """
+
+    name: ClassVar[str] = "hadare"
+    max_copies: int | None = None
+    sync_bandwidth_gbps: float = 10.0
+    restart_s: float = 10.0
+    default_model_bytes: float = 100e6
+
+    def fork_overhead_frac(self, job: Job) -> float:
+        """Share of a forked job's wall time spent averaging its copies (engine hook)."""
+        sync_s = 2.0 * model_bytes(job, self.default_model_bytes) * 8.0 / (self.sync_bandwidth_gbps * 1e9)
+        return min(1.0, (sync_s + self.restart_s) / self.round_s)
+
+    def _add_copies(self, view: ClusterView, active: list[JobState], theta: np.ndarray,
+                    layouts: dict[str, Layout]) -> None:
+        """Round-robin over running jobs (in planning order): one more copy each per pass."""
+        topology = view.topology
+        book = used_book(view, layouts)
+        cap = self.max_copies if self.max_copies is not None else topology.n_nodes
+        rate_of = {s.job_id: r for s, r in zip(active, theta)}
+        forkable = [s for s in active if s.job_id in layouts]
+        added = True
+        while added:
+            added = False
+            for state in forkable:
+                layout = layouts[state.job_id]
+                n = state.job.n_gpus
+                if len(layout) >= cap:
+                    continue
+                used = {node for take in layout for node, _ in take}
+                rates = rate_of[state.job_id]
+                # The fastest type first, then the emptiest node, then the lowest id.
+                candidates = [(-rates[self.node_type_[h]], -book.free(0, h), h)
+                              for h in range(topology.n_nodes)
+                              if h not in used and book.free(0, h) >= n
+                              and rates[self.node_type_[h]] > 0]
+                if not candidates:
+                    continue
+                node = min(candidates)[2]
+                book.load[0, node] += n
+                layouts[state.job_id] = layout + (((node, n),),)
+                added = True

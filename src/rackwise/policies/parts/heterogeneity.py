@@ -1,0 +1,166 @@
+"""Pieces shared by heterogeneity-aware policies (Gavel, Hadar, HadarE).
+
+- `TypeThroughputs`: how fast each job would run on each GPU type, asked of
+  the performance model through the view with a representative consolidated
+  placement on that type, and cached per job and type.
+- `place_on_type`: which free GPUs of one type a job gets (lease extension
+  first, then one node if any fits, else the fewest nodes).
+- `RoundClock`: when a round-based policy's next round is due.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rackwise.cluster.allocation import FreeGpus
+from rackwise.cluster.topology import Topology
+from rackwise.cluster.view import ClusterView
+from rackwise.workload.state import JobState
+
+
+def nodes_by_type(topology: Topology) -> dict[str, tuple[int, ...]]:
+    """Node ids of each GPU type, ascending; types in sorted order."""
+    out: dict[str, list[int]] = {t: [] for t in topology.gpu_types}
+    for node in topology.nodes:
+        out[node.gpu_type].append(node.node_id)
+    return {t: tuple(ids) for t, ids in out.items()}
+
+
+def capacity_by_type(topology: Topology) -> dict[str, int]:
+    """GPUs of each GPU type."""
+    out = {t: 0 for t in topology.gpu_types}
+    for node in topology.nodes:
+        out[node.gpu_type] += node.n_gpus
+    return out
+
+
+def representative_gpus(topology: Topology, node_ids: Sequence[int],
+                        n_gpus: int) -> tuple[int, ...] | None:
+    """A consolidated placement of ``n_gpus`` GPUs on the given nodes (ignoring who holds them).
+
+    The smallest single node that holds them all, else the largest nodes
+    first. None if the nodes hold fewer than ``n_gpus`` GPUs.
+    """
+    nodes = [topology.nodes[n] for n in node_ids]
+    fitting = [n for n in nodes if n.n_gpus >= n_gpus]
+    if fitting:
+        node = min(fitting, key=lambda n: (n.n_gpus, n.node_id))
+        return tuple(node.gpu_ids[:n_gpus])
+    chosen: list[int] = []
+    for node in sorted(nodes, key=lambda n: (-n.n_gpus, n.node_id)):
+        chosen.extend(node.gpu_ids[:n_gpus - len(chosen)])
+        if len(chosen) == n_gpus:
+            return tuple(chosen)
+    return None
+
+
+class TypeThroughputs:
+    """Iterations per second of whole jobs on each GPU type, asked once per job and type.
+
+    ``rate[j]`` is the rate of the job with all its GPUs of type j, placed as
+    compactly as the topology allows; 0 where type j has too few GPUs. With
+    ``extrapolate=True`` such a type instead gets the job's rate on all the
+    GPUs of that type, unscaled (a stand-in for "the job's rate were all its
+    tasks of this type", needed when a job mixes types).
+
+    The cache is keyed by job id, not model: a model's rate can depend on the
+    job (e.g. `IdealPerf` replays each job's own trace speed).
+    """
+
+    def __init__(self, topology: Topology, *, extrapolate: bool = False) -> None:
+        self.topology = topology
+        self.types: tuple[str, ...] = topology.gpu_types
+        self.nodes = nodes_by_type(topology)
+        self.capacity = np.array([sum(topology.nodes[n].n_gpus for n in self.nodes[t])
+                                  for t in self.types], dtype=float)
+        self.extrapolate = extrapolate
+        self._cache: dict[str, np.ndarray] = {}
+
+    def of(self, view: ClusterView, state: JobState) -> np.ndarray:
+        """Rates of one job on each type (in ``self.types`` order); do not modify."""
+        cached = self._cache.get(state.job_id)
+        if cached is not None:
+            return cached
+        job = state.job
+        rates = np.zeros(len(self.types))
+        for j, gpu_type in enumerate(self.types):
+            cap = int(self.capacity[j])
+            n = job.n_gpus if cap >= job.n_gpus or not self.extrapolate else cap
+            gpus = representative_gpus(self.topology, self.nodes[gpu_type], n)
+            if gpus is None or n == 0:
+                continue
+            rates[j] = view.perf.rate(job, gpus, view.running)
+        rates[~np.isfinite(rates)] = 0.0
+        self._cache[state.job_id] = rates
+        return rates
+
+    def matrix(self, view: ClusterView, states: Sequence[JobState]) -> np.ndarray:
+        """A jobs x types matrix of rates."""
+        if not states:
+            return np.zeros((0, len(self.types)))
+        return np.vstack([self.of(view, s) for s in states])
+
+    def forget(self, job_id: str) -> None:
+        self._cache.pop(job_id, None)
+
+
+def place_on_type(free: FreeGpus, node_ids: Iterable[int], n_gpus: int,
+                  prefer: tuple[int, ...] = ()) -> tuple[int, ...] | None:
+    """``n_gpus`` free GPUs from the given nodes, or None if they hold fewer.
+
+    Keeps ``prefer`` (the job's previous GPUs) when all of them are still
+    free, which avoids a restart; else the tightest single node that fits,
+    else the nodes with the most free GPUs first (fewest nodes).
+    """
+    nodes = list(node_ids)
+    if prefer and len(prefer) == n_gpus:
+        by_node: dict[int, set[int]] = {}
+        for gpu in prefer:
+            by_node.setdefault(free.topology.gpu_node[gpu], set()).add(gpu)
+        if set(by_node) <= set(nodes) and all(
+                gpus <= set(free.free_gpu_ids(n)) for n, gpus in sorted(by_node.items())):
+            return prefer
+    counts = [(free.free_in_node(n), n) for n in nodes]
+    if sum(c for c, _ in counts) < n_gpus:
+        return None
+    fitting = [(c, n) for c, n in counts if c >= n_gpus]
+    if fitting:
+        _, node = min(fitting)
+        return tuple(free.free_gpu_ids(node)[:n_gpus])
+    chosen: list[int] = []
+    for count, node in sorted(counts, key=lambda cn: (-cn[0], cn[1])):
+        if count == 0:
+            break
+        chosen.extend(free.free_gpu_ids(node)[:n_gpus - len(chosen)])
+        if len(chosen) == n_gpus:
+            break
+    return tuple(chosen)
+
+
+@dataclass
+class RoundClock:
+    """Tracks a round-based policy's rounds between engine calls.
+
+    A round is due when ``round_s`` has passed since the last one, or when
+    jobs wait and nothing runs (an idle cluster need not wait for a round).
+    """
+
+    round_s: float
+    next_round: float = field(default=-np.inf)
+
+    def due(self, view: ClusterView, now: float) -> bool:
+        if now >= self.next_round - 1e-9:
+            return True
+        return bool(view.pending) and not view.running
+
+    def start_round(self, now: float) -> None:
+        self.next_round = now + self.round_s
+
+    def wake_at(self, view: ClusterView, now: float) -> float | None:
+        """The next round's time if jobs are active (the engine's own rounds stop when idle)."""
+        if (view.pending or view.running) and self.next_round > now:
+            return self.next_round
+        return None

@@ -1,0 +1,199 @@
+"""Linear programs over an allocation matrix X (jobs x GPU types), solved with HiGHS.
+
+``X[m, j]`` is the share of wall-clock time job m should spend on GPU type
+j. Every program here keeps Gavel's base constraints (gavel.md §3.0)::
+
+    0 <= X[m, j] <= 1, and X[m, j] = 0 where job m cannot run on type j
+    sum_j X[m, j] <= 1                    for every job m
+    sum_m n_gpus[m] * X[m, j] <= N[j]     for every type j
+
+Matrices are built sparse, so a round with thousands of jobs stays fast.
+Each solver returns X as a dense (jobs x types) array or raises `LPError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from rackwise.errors import RackwiseError
+
+
+class LPError(RackwiseError):
+    """The solver failed or reported the program infeasible or unbounded."""
+
+
+def _scipy() -> tuple[Any, Any]:
+    # Imported on first use: scipy takes about a second to import, and most
+    # commands never solve an LP.
+    from scipy import sparse
+    from scipy.optimize import linprog
+
+    return sparse, linprog
+
+
+def _solve(c: np.ndarray, a_ub: Any, b_ub: np.ndarray, ub: np.ndarray) -> np.ndarray:
+    """Minimise c @ x subject to a_ub @ x <= b_ub and 0 <= x <= ub."""
+    _, linprog = _scipy()
+    bounds = np.column_stack([np.zeros_like(ub), ub])
+    result = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=bounds, method="highs")
+    if result.status != 0 or result.x is None:
+        raise LPError(f"HiGHS status {result.status}: {result.message}")
+    return np.asarray(result.x)
+
+
+# Tests replace this to force a failure; policies call the solver only through it.
+SOLVE: Callable[[np.ndarray, Any, np.ndarray, np.ndarray], np.ndarray] = _solve
+
+
+def _base(rates: np.ndarray, n_gpus: np.ndarray, capacity: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray]:
+    """Base constraint rows (row sums, then capacity) and the upper bounds of X."""
+    sparse, _ = _scipy()
+    n_jobs, n_types = rates.shape
+    rows = sparse.kron(sparse.identity(n_jobs, format="csr"), np.ones((1, n_types)), format="csr")
+    cap = sparse.kron(n_gpus.reshape(1, -1).astype(float), sparse.identity(n_types, format="csr"),
+                      format="csr")
+    a_ub = sparse.vstack([rows, cap], format="csr")
+    b_ub = np.concatenate([np.ones(n_jobs), capacity.astype(float)])
+    ub = (rates > 0).astype(float).ravel()
+    return a_ub, b_ub, ub
+
+
+def _with_epigraph(coef: np.ndarray, active: np.ndarray, a_base: Any) -> tuple[Any, Any]:
+    """Rows ``t - sum_j coef[m, j] X[m, j] <= 0`` for the active jobs, and the base rows widened."""
+    sparse, _ = _scipy()
+    n_jobs, n_types = coef.shape
+    idx = np.flatnonzero(active)
+    block = sparse.csr_matrix(
+        (-coef[idx].ravel(), (np.repeat(np.arange(len(idx)), n_types),
+                              (idx[:, None] * n_types + np.arange(n_types)).ravel())),
+        shape=(len(idx), n_jobs * n_types))
+    epi = sparse.hstack([block, np.ones((len(idx), 1))], format="csr")
+    base = sparse.hstack([a_base, sparse.csr_matrix((a_base.shape[0], 1))], format="csr")
+    return epi, base
+
+
+def max_min(coef: np.ndarray, rates: np.ndarray, n_gpus: np.ndarray, capacity: np.ndarray, *,
+            second_stage: bool = True, tolerance: float = 1e-6) -> np.ndarray:
+    """Maximise ``min_m sum_j coef[m, j] X[m, j]`` over the jobs that can run somewhere.
+
+    With ``second_stage`` a second LP keeps every job at the optimal minimum
+    (within ``tolerance``, relative) and maximises the sum of the same
+    quantity, so surplus capacity is not left to the solver's whim.
+    """
+    sparse, _ = _scipy()
+    n_jobs, n_types = coef.shape
+    if n_jobs == 0:
+        return np.zeros((0, n_types))
+    active = (coef > 0).any(axis=1) & (rates > 0).any(axis=1)
+    a_base, b_base, ub = _base(rates, n_gpus, capacity)
+    if not active.any():
+        return np.zeros((n_jobs, n_types))
+    epi, base = _with_epigraph(coef, active, a_base)
+    a_ub = sparse.vstack([epi, base], format="csr")
+    b_ub = np.concatenate([np.zeros(epi.shape[0]), b_base])
+    c = np.zeros(n_jobs * n_types + 1)
+    c[-1] = -1.0
+    x = SOLVE(c, a_ub, b_ub, np.append(ub, np.inf))
+    level = x[-1]
+    if second_stage and level > 0:
+        # Fix t at (just under) the optimum; maximise the total instead.
+        a_ub2 = sparse.vstack([epi[:, :-1], a_base], format="csr")
+        b_ub2 = np.concatenate([np.full(epi.shape[0], -level * (1.0 - tolerance)), b_base])
+        x = SOLVE(-coef.ravel() / float(coef.max()), a_ub2, b_ub2, ub)
+        return _clip(x.reshape(n_jobs, n_types))
+    return _clip(x[:-1].reshape(n_jobs, n_types))
+
+
+def min_makespan(rates: np.ndarray, remaining: np.ndarray, n_gpus: np.ndarray,
+                 capacity: np.ndarray, *, second_stage: bool = True) -> tuple[np.ndarray, float]:
+    """Minimise ``max_m remaining[m] / sum_j rates[m, j] X[m, j]``; returns (X, makespan_s).
+
+    Solved exactly as ``max z`` subject to ``sum_j rates X >= remaining * z``
+    (makespan = 1/z), with each row scaled so z is of order one.
+    """
+    n_jobs, n_types = rates.shape
+    runnable = (rates > 0).any(axis=1) & (remaining > 0)
+    if not runnable.any():
+        return np.zeros((n_jobs, n_types)), 0.0
+    scale_s = float(np.max(remaining[runnable] / rates[runnable].max(axis=1)))
+    coef = np.zeros_like(rates, dtype=float)
+    coef[runnable] = rates[runnable] * scale_s / remaining[runnable, None]
+    x = max_min(coef, rates, n_gpus, capacity, second_stage=second_stage)
+    z = float(np.min((coef[runnable] * x[runnable]).sum(axis=1)))
+    return x, (scale_s / z if z > 0 else float("inf"))
+
+
+def max_throughput(rates: np.ndarray, n_gpus: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """Maximise the total rate ``sum_m sum_j rates[m, j] X[m, j]``."""
+    n_jobs, n_types = rates.shape
+    if n_jobs == 0:
+        return np.zeros((0, n_types))
+    a_ub, b_ub, ub = _base(rates, n_gpus, capacity)
+    top = float(rates.max())
+    if top <= 0:
+        return np.zeros((n_jobs, n_types))
+    x = SOLVE(-rates.ravel() / top, a_ub, b_ub, ub)
+    return _clip(x.reshape(n_jobs, n_types))
+
+
+def isolated_share(n_gpus: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """X^iso: 1/M of every type divided among the job's GPUs, rows scaled to sum <= 1."""
+    n_jobs = len(n_gpus)
+    x = (capacity[None, :] / max(n_jobs, 1)) / n_gpus[:, None].astype(float)
+    sums = x.sum(axis=1, keepdims=True)
+    return np.where(sums > 1.0, x / np.maximum(sums, 1e-300), x)
+
+
+def finish_time_fairness(rates: np.ndarray, remaining: np.ndarray, age_s: np.ndarray,
+                         isolated_s: np.ndarray, n_gpus: np.ndarray, capacity: np.ndarray, *,
+                         rel_tol: float = 1e-3) -> tuple[np.ndarray, float]:
+    """Minimise ``max_m rho_m`` (Themis finish-time fairness, gavel.md §3.2) by bisection.
+
+    ``rho_m = (age_s + remaining / thr(X)) / (isolated_s + remaining / thr(X_iso))``.
+    For a fixed bound r, ``rho_m <= r`` is the linear condition
+    ``thr_m(X) >= remaining_m / (r * denom_m - age_m)``; the smallest
+    feasible r is found to ``rel_tol``. Returns (X, max rho).
+    """
+    n_jobs, n_types = rates.shape
+    thr_iso = (rates * isolated_share(n_gpus, capacity)).sum(axis=1)
+    runnable = (rates > 0).any(axis=1) & (thr_iso > 0) & (remaining > 0)
+    if not runnable.any():
+        return np.zeros((n_jobs, n_types)), 0.0
+    denom = isolated_s + np.where(runnable, remaining / np.maximum(thr_iso, 1e-300), 1.0)
+
+    def feasible(r: float) -> np.ndarray | None:
+        slack = r * denom - age_s
+        if np.any(slack[runnable] <= 0):
+            return None
+        need = np.zeros(n_jobs)
+        need[runnable] = remaining[runnable] / slack[runnable]
+        coef = np.zeros_like(rates, dtype=float)
+        coef[runnable] = rates[runnable] / need[runnable, None]
+        try:
+            x = max_min(coef, rates, n_gpus, capacity, second_stage=False)
+        except LPError:
+            return None
+        level = (coef[runnable] * x[runnable]).sum(axis=1).min()
+        return x if level >= 1.0 - 1e-9 else None
+
+    x_iso = isolated_share(n_gpus, capacity)
+    hi = float(np.max(np.where(runnable, (age_s + remaining / np.maximum(thr_iso, 1e-300)) / denom, 0)))
+    lo = float(np.max(np.where(runnable, age_s / denom, 0)))
+    best = feasible(hi)
+    if best is None:  # numerically at the edge: X_iso itself achieves hi
+        best = np.where(rates > 0, x_iso, 0.0)
+    while hi - lo > rel_tol * hi:
+        mid = 0.5 * (lo + hi)
+        x = feasible(mid)
+        if x is None:
+            lo = mid
+        else:
+            hi, best = mid, x
+    return best, hi
+
+
+def _clip(x: np.ndarray) -> np.ndarray:
+    return np.clip(x, 0.0, 1.0)

@@ -1,0 +1,162 @@
+"""A virtual single machine running preemptive SRPT (shortest remaining processing time).
+
+A-SRPT maps the cluster to one machine whose capacity is the cluster's GPU
+count: a job of ``g`` GPUs and ``W`` predicted seconds of work occupies it
+for ``g W / G`` seconds. That machine always serves the job with the least
+remaining time, which minimises total completion time on one machine
+(Schrage 1968); its order then guides the real cluster. Emulating any
+feasible cluster schedule on the machine shows its total completion time is
+a lower bound for every cluster schedule when predictions are exact.
+
+Time on the machine is real time: ``advance(now)`` serves jobs exactly,
+piecewise, between the instants it is told about.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Iterable
+
+INF = float("inf")
+
+# A queue entry: [remaining_s, release_time, seq, job_id, alive]. Only the head
+# is ever served, and lowering the head's key keeps the heap valid, so the head
+# is updated in place; other changes retire the entry and push a new one.
+_Entry = list
+
+
+class VirtualMachine:
+    """Preemptive SRPT on one machine, in real time.
+
+    Keys order jobs for the real cluster, smallest first: ``(remaining_s,
+    release_time, seq)`` for a job still in service, and ``(0, vm_finish_time,
+    seq)`` for an *overdue* job, one the machine has finished but the
+    cluster has not, so overdue jobs come first, in the order they finished
+    here. ``seq`` is the insertion order and breaks every remaining tie.
+    """
+
+    def __init__(self, start_time: float = 0.0) -> None:
+        self.now = start_time
+        self._heap: list[_Entry] = []
+        self._entries: dict[str, _Entry] = {}
+        self._overdue: dict[str, tuple[float, int]] = {}  # job -> (vm finish time, seq)
+        self._release: dict[str, float] = {}
+        self._seq = itertools.count()
+        self.finish_times: dict[str, float] = {}  # every job the machine finished
+
+    def __contains__(self, job_id: str) -> bool:
+        return job_id in self._entries or job_id in self._overdue
+
+    def __len__(self) -> int:
+        return len(self._entries) + len(self._overdue)
+
+    # ------------------------------------------------------------------ changes
+    def add(self, job_id: str, size_s: float, release_time: float | None = None) -> None:
+        """A job arrives now with ``size_s`` seconds of work on the machine."""
+        if job_id in self:
+            raise ValueError(f"job {job_id} is already on the virtual machine")
+        self._release[job_id] = self.now if release_time is None else release_time
+        self._push(job_id, size_s, next(self._seq))
+
+    def advance(self, now: float) -> None:
+        """Serve jobs, shortest remaining first, until ``now``."""
+        clock = self.now
+        heap = self._heap
+        while clock < now:
+            head = self._head()
+            if head is None:
+                break
+            if clock + head[0] <= now:
+                clock += head[0]
+                heapq.heappop(heap)
+                self._finish(head, clock)
+            else:
+                head[0] -= now - clock
+                clock = now
+        self.now = max(self.now, now)
+
+    def grow(self, job_id: str, delta_s: float) -> None:
+        """Change a job's remaining work by ``delta_s`` seconds (a new prediction).
+
+        An overdue job given more work goes back into service; a job whose
+        remaining work drops to zero or below finishes now.
+        """
+        if job_id in self._overdue:
+            if delta_s <= 0.0:
+                return
+            _, seq = self._overdue.pop(job_id)
+            del self.finish_times[job_id]
+            self._push(job_id, delta_s, seq)
+            return
+        entry = self._entries[job_id]
+        entry[4] = False
+        self._push(job_id, entry[0] + delta_s, entry[2])
+
+    def remove(self, job_id: str) -> None:
+        """The real job finished: drop it, whatever work it has left here."""
+        entry = self._entries.pop(job_id, None)
+        if entry is not None:
+            entry[4] = False
+        self._overdue.pop(job_id, None)
+        self._release.pop(job_id, None)
+
+    # ------------------------------------------------------------------ queries
+    def remaining_s(self, job_id: str) -> float:
+        """Seconds of work the machine has left for a job (0 when overdue)."""
+        entry = self._entries.get(job_id)
+        return entry[0] if entry is not None else 0.0
+
+    def is_overdue(self, job_id: str) -> bool:
+        """The machine has finished the job (the cluster has not)."""
+        return job_id in self._overdue
+
+    def key(self, job_id: str) -> tuple[float, float, int]:
+        """Priority of a job, smallest first (see the class docstring)."""
+        entry = self._entries.get(job_id)
+        if entry is not None:
+            return (entry[0], entry[1], entry[2])
+        finish, seq = self._overdue[job_id]
+        return (0.0, finish, seq)
+
+    def next_finish_time(self) -> float:
+        """When the machine next finishes a job if nothing changes (inf if idle)."""
+        head = self._head()
+        return INF if head is None else self.now + head[0]
+
+    # ---------------------------------------------------------------- helpers
+    def _push(self, job_id: str, remaining_s: float, seq: int) -> None:
+        entry = [remaining_s, self._release[job_id], seq, job_id, True]
+        if remaining_s <= 0.0:
+            self._finish(entry, self.now)
+            return
+        self._entries[job_id] = entry
+        heapq.heappush(self._heap, entry)
+
+    def _head(self) -> _Entry | None:
+        heap = self._heap
+        while heap and not heap[0][4]:
+            heapq.heappop(heap)
+        return heap[0] if heap else None
+
+    def _finish(self, entry: _Entry, when: float) -> None:
+        job_id = entry[3]
+        entry[4] = False
+        self._entries.pop(job_id, None)
+        self._overdue[job_id] = (when, entry[2])
+        self.finish_times[job_id] = when
+
+
+def srpt_finish_times(jobs: Iterable[tuple[str, float, float]]) -> dict[str, float]:
+    """Finish time of each ``(job_id, release_time, size_s)`` under SRPT on one machine.
+
+    Jobs are taken in release order (stable), and none is removed early, so
+    the sum of flow times is the machine's lower bound for exact predictions.
+    """
+    ordered = sorted(jobs, key=lambda job: job[1])
+    machine = VirtualMachine(ordered[0][1] if ordered else 0.0)
+    for job_id, release, size in ordered:
+        machine.advance(release)
+        machine.add(job_id, size, release)
+    machine.advance(INF)
+    return dict(machine.finish_times)

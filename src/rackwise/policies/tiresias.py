@@ -1,0 +1,225 @@
+"""Tiresias-L: 2D-LAS over discretised attained service (baselines.md, A.3)."""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from dataclasses import dataclass
+from heapq import heappop, heappush
+from typing import ClassVar
+
+import numpy as np
+
+from rackwise.cluster.view import ClusterView
+from rackwise.errors import InputError
+from rackwise.policies.base import BasePolicy, Decisions
+from rackwise.policies.parts.ordering import RankedQueue, preempt_ranked
+from rackwise.policies.parts.placement import get_placement
+from rackwise.workload.job import Job
+
+Key = tuple[int, int, str]  # (queue, order of entry into it, job id): lower runs first
+
+
+@dataclass(kw_only=True)
+class Tiresias(BasePolicy):
+    """Multi-level feedback queues over attained service, in GPU-seconds.
+
+    Queue i (0 = Q1, the highest) holds jobs whose service since they last
+    entered Q1 lies in ``[limit[i-1], limit[i])``. A job enters Q1 on arrival
+    and moves down one queue the instant its service reaches its queue's
+    limit; the policy asks to be woken exactly then. Queues have strict
+    priority; within one, jobs run in the order they entered it (then by
+    submit time, then job id). The best-ranked jobs that fit run, with no
+    head-of-line blocking, and lower-ranked running jobs are preempted when
+    a better-ranked one cannot be placed otherwise (`preempt_to_order`).
+
+    Promotion against starvation follows the reference simulator: only a
+    pending job outside Q1 that has run since it last entered Q1 is
+    promoted, once its waiting time reaches ``promote_knob`` times its run
+    time (wall seconds) since then. Waiting counts from its first start
+    after entering Q1, so time queued before that first start does not
+    count. A promoted job joins the back of Q1 with service and run time
+    reset, i.e. a full Q1 quantum. A job preempted when already eligible is
+    promoted at the next event. Unlike the reference simulator, running jobs
+    are not moved ahead of pending ones within a queue: a queue's order is
+    its entry order alone.
+
+    Args:
+        queue_limits_gpu_s: Upper service limit of each queue but the last,
+            strictly increasing (K = len + 1 queues; ``()`` is FIFO).
+        promote_knob: PROMOTEKNOB; ``None`` turns promotion off.
+        placement: A placement strategy name (see ``rackwise policies``).
+    """
+
+    name: ClassVar[str] = "tiresias"
+    preempts: ClassVar[bool] = True
+    queue_limits_gpu_s: tuple[float, ...] = (3_600.0,)
+    promote_knob: float | None = 8.0
+    placement: str = "consolidated"
+
+    def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
+        super().reset(view, rng)
+        limits = tuple(float(limit) for limit in self.queue_limits_gpu_s)
+        if any(not upper > lower for lower, upper in zip((0.0, *limits), limits)):
+            raise InputError(f"must be positive and strictly increasing, got {limits}",
+                             field="queue_limits_gpu_s")
+        if self.promote_knob is not None and not self.promote_knob >= 0.0:
+            raise InputError(f"must be >= 0 or None, got {self.promote_knob}", field="promote_knob")
+        self.limits_ = limits
+        self.queue_of_: dict[str, int] = {}
+        self.key_of_: dict[str, Key] = {}
+        self.next_seq_ = 0
+        self.base_gpu_s_: dict[str, float] = {}  # attained service when it last entered Q1
+        self.base_run_s_: dict[str, float] = {}  # run time when it last entered Q1
+        self.first_run_: dict[str, float] = {}  # first start since it last entered Q1
+        self.pending_ = RankedQueue()
+        self.running_: list[Key] = []  # sorted
+        self.running_gpus_: list[int] = []  # GPU counts, in the order of running_
+        self.demote_at_: dict[str, float] = {}
+        self.promote_at_: dict[str, float] = {}
+        # Heaps of (instant, job id); an entry is live while the table above agrees.
+        self.demote_heap_: list[tuple[float, str]] = []
+        self.promote_heap_: list[tuple[float, str]] = []
+        self.promote_due_: list[str] = []
+        self.arrived_: list[Job] = []
+        self.changed_ = False
+
+    # ------------------------------------------------------------------ hooks
+    def on_arrival(self, job: Job, now: float) -> None:
+        self.arrived_.append(job)
+        self.base_gpu_s_[job.job_id] = 0.0
+        self.base_run_s_[job.job_id] = 0.0
+
+    def on_completion(self, job: Job, now: float) -> None:
+        job_id = job.job_id
+        key = self.key_of_.pop(job_id, None)
+        if key is not None:
+            self._drop_running(key)
+        self.pending_.discard(job_id)
+        for table in (self.queue_of_, self.base_gpu_s_, self.base_run_s_, self.first_run_,
+                      self.demote_at_, self.promote_at_):
+            table.pop(job_id, None)
+        self.changed_ = True
+
+    # --------------------------------------------------------------- schedule
+    def schedule(self, view: ClusterView, now: float) -> Decisions:
+        entering = [(0, job.submit_time, job.job_id) for job in self.arrived_]
+        self.arrived_ = []
+        heap = self.demote_heap_
+        while heap and heap[0][0] <= now:
+            at, job_id = heappop(heap)
+            if self.demote_at_.get(job_id) == at:
+                del self.demote_at_[job_id]
+                self._drop_running(self.key_of_[job_id])
+                job = view.running[job_id].job
+                entering.append((self.queue_of_[job_id] + 1, job.submit_time, job_id))
+        due = self.promote_due_
+        heap = self.promote_heap_
+        while heap and heap[0][0] <= now:
+            at, job_id = heappop(heap)
+            if self.promote_at_.get(job_id) == at:
+                due.append(job_id)
+        for job_id in due:
+            state = view.pending[job_id]
+            del self.promote_at_[job_id]
+            self.pending_.discard(job_id)
+            self.base_gpu_s_[job_id] = state.attained_gpu_s
+            self.base_run_s_[job_id] = state.run_time_s
+            self.first_run_.pop(job_id, None)
+            entering.append((0, state.job.submit_time, job_id))
+        self.promote_due_ = []
+
+        changed = self.changed_ or bool(entering)
+        self.changed_ = False
+        entering.sort()
+        for queue, _, job_id in entering:
+            self._enter(view, job_id, queue, now)
+        # With no new jobs, no freed GPUs and no queue moves, the last decision still stands.
+        if not changed or not view.pending:
+            return Decisions(wake_at=self._next_wake())
+
+        decisions = preempt_ranked(view, self.running_, self.running_gpus_, self.pending_,
+                                   get_placement(self.placement), self.rng_)
+        if not decisions.start:
+            return Decisions(wake_at=self._next_wake())
+        for job_id in decisions.preempt:
+            self._on_preempt(view, job_id, now)
+        for start in decisions.start:
+            self._on_start(view, start.job_id, now)
+        return Decisions(start=decisions.start, preempt=decisions.preempt,
+                         wake_at=self._next_wake())
+
+    # ------------------------------------------------------------- run state
+    def _enter(self, view: ClusterView, job_id: str, queue: int, now: float) -> None:
+        key = (queue, self.next_seq_, job_id)
+        self.next_seq_ += 1
+        self.queue_of_[job_id] = queue
+        self.key_of_[job_id] = key
+        state = view.running.get(job_id)
+        if state is None:
+            self.pending_.add(job_id, view.pending[job_id].job.n_gpus, key)
+            return
+        self._add_running(key, state.job.n_gpus)
+        # Only a demotion moves a running job: it crossed the previous limit exactly now.
+        self._arm_demotion(job_id, queue, self.limits_[queue - 1], state.job.n_gpus, now)
+
+    def _on_start(self, view: ClusterView, job_id: str, now: float) -> None:
+        state = view.pending[job_id]
+        self.pending_.discard(job_id)
+        self.promote_at_.pop(job_id, None)
+        self.first_run_.setdefault(job_id, now)
+        key = self.key_of_[job_id]
+        self._add_running(key, state.job.n_gpus)
+        service = state.attained_gpu_s - self.base_gpu_s_[job_id]
+        self._arm_demotion(job_id, key[0], service, state.job.n_gpus, now)
+
+    def _on_preempt(self, view: ClusterView, job_id: str, now: float) -> None:
+        state = view.running[job_id]
+        key = self.key_of_[job_id]
+        self._drop_running(key)
+        self.demote_at_.pop(job_id, None)
+        self.pending_.add(job_id, state.job.n_gpus, key)
+        if self.promote_knob is None or key[0] == 0:
+            return
+        run_s = state.executed_time_s(now) - self.base_run_s_[job_id]
+        if run_s <= 0.0:
+            return
+        # Waiting since the first run = wall time since then minus run time, so the
+        # test "waiting >= knob * run" holds from this instant on.
+        at = self.first_run_[job_id] + (1.0 + self.promote_knob) * run_s
+        self.promote_at_[job_id] = at
+        if at > now:
+            heappush(self.promote_heap_, (at, job_id))
+        else:
+            self.promote_due_.append(job_id)
+
+    def _arm_demotion(self, job_id: str, queue: int, service_gpu_s: float, n_gpus: int,
+                      now: float) -> None:
+        if queue >= len(self.limits_):
+            return
+        at = now + (self.limits_[queue] - service_gpu_s) / n_gpus
+        # Rounding can put a crossing on or before now; the next representable instant is as exact.
+        at = max(at, math.nextafter(now, math.inf))
+        self.demote_at_[job_id] = at
+        heappush(self.demote_heap_, (at, job_id))
+
+    def _add_running(self, key: Key, n_gpus: int) -> None:
+        index = bisect_left(self.running_, key)
+        self.running_.insert(index, key)
+        self.running_gpus_.insert(index, n_gpus)
+
+    def _drop_running(self, key: Key) -> None:
+        index = bisect_left(self.running_, key)
+        if index < len(self.running_) and self.running_[index] == key:
+            del self.running_[index]
+            del self.running_gpus_[index]
+
+    def _next_wake(self) -> float | None:
+        best = math.inf
+        for heap, table in ((self.demote_heap_, self.demote_at_),
+                            (self.promote_heap_, self.promote_at_)):
+            while heap and table.get(heap[0][1]) != heap[0][0]:
+                heappop(heap)
+            if heap:
+                best = min(best, heap[0][0])
+        return None if best == math.inf else best

@@ -1,0 +1,198 @@
+"""Tests for rackwise.cluster.allocation: the live table and the tentative overlay.
+
+A state machine drives an `Allocation` (and, on top of it, a
+`TentativeAllocation`) with random allocations, releases, takes and gives,
+and checks every answer against a naive model: a dict from GPU to owner.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from strategies import topologies
+
+from rackwise.cluster.allocation import Allocation, TentativeAllocation
+from rackwise.cluster.topology import Topology, uniform_cluster
+
+
+def _check_free_queries(free: Allocation | TentativeAllocation, topology: Topology,
+                        is_free: dict[int, bool]) -> None:
+    """Compare every read-only query of ``free`` with a naive GPU -> free map."""
+    assert free.n_free == sum(is_free.values())
+    node_free = []
+    for node in topology.nodes:
+        expected_ids = [g for g in node.gpu_ids if is_free[g]]
+        assert free.free_gpu_ids(node.node_id) == expected_ids  # ascending: gpu_ids is a range
+        assert free.free_in_node(node.node_id) == len(expected_ids)
+        node_free.append(len(expected_ids))
+    for rack, nodes in enumerate(topology.rack_nodes):
+        assert free.free_in_rack(rack) == sum(node_free[n] for n in nodes)
+    for n_gpus in range(1, topology.max_gpus_per_node + 2):
+        fitting = [count for count in node_free if count >= n_gpus]
+        node = free.tightest_node(n_gpus)
+        if not fitting:
+            assert node is None
+        else:
+            assert node is not None
+            assert node_free[node] == min(fitting)
+
+
+class AllocationMachine(RuleBasedStateMachine):
+    """Random allocate/release on the live table, take/give on an overlay."""
+
+    @initialize(topology=topologies())
+    def setup(self, topology: Topology) -> None:
+        self.topology = topology
+        self.alloc = Allocation(topology)
+        self.owner: dict[int, str | None] = {g: None for g in range(topology.n_gpus)}
+        self.n_jobs = 0
+        self.overlay: TentativeAllocation | None = None
+        self.overlay_free: dict[int, bool] = {}
+
+    # ---------------------------------------------------------------- live table
+    def _drop_overlay(self) -> None:
+        # an overlay is valid only while its base stays unchanged
+        self.overlay = None
+        self.overlay_free = {}
+
+    @precondition(lambda self: any(o is None for o in self.owner.values()))
+    @rule(data=st.data())
+    def allocate(self, data: st.DataObject) -> None:
+        free = sorted(g for g, o in self.owner.items() if o is None)
+        gpus = data.draw(st.lists(st.sampled_from(free), min_size=1, unique=True), label="gpus")
+        job_id = f"job{self.n_jobs}"
+        self.n_jobs += 1
+        self.alloc.allocate(job_id, gpus)
+        for gpu in gpus:
+            self.owner[gpu] = job_id
+        self._drop_overlay()
+
+    @precondition(lambda self: any(o is not None for o in self.owner.values()))
+    @rule(data=st.data())
+    def release(self, data: st.DataObject) -> None:
+        jobs = sorted({o for o in self.owner.values() if o is not None})
+        job_id = data.draw(st.sampled_from(jobs), label="job")
+        held = sorted(g for g, o in self.owner.items() if o == job_id)
+        gpus = data.draw(st.lists(st.sampled_from(held), min_size=1, unique=True), label="gpus")
+        self.alloc.release(gpus)
+        for gpu in gpus:
+            self.owner[gpu] = None
+        self._drop_overlay()
+
+    # ------------------------------------------------------------------- overlay
+    @rule()
+    def new_overlay(self) -> None:
+        self.overlay = TentativeAllocation(self.alloc)
+        self.overlay_free = {g: o is None for g, o in self.owner.items()}
+
+    @precondition(lambda self: self.overlay is not None and any(self.overlay_free.values()))
+    @rule(data=st.data())
+    def take(self, data: st.DataObject) -> None:
+        assert self.overlay is not None
+        free = sorted(g for g, f in self.overlay_free.items() if f)
+        gpus = data.draw(st.lists(st.sampled_from(free), min_size=1, unique=True), label="gpus")
+        self.overlay.take(gpus)
+        for gpu in gpus:
+            self.overlay_free[gpu] = False
+
+    @precondition(lambda self: self.overlay is not None and not all(self.overlay_free.values()))
+    @rule(data=st.data())
+    def give(self, data: st.DataObject) -> None:
+        assert self.overlay is not None
+        used = sorted(g for g, f in self.overlay_free.items() if not f)
+        gpus = data.draw(st.lists(st.sampled_from(used), min_size=1, unique=True), label="gpus")
+        self.overlay.give(gpus)
+        for gpu in gpus:
+            self.overlay_free[gpu] = True
+
+    @precondition(lambda self: self.overlay is not None and not all(self.overlay_free.values()))
+    @rule(data=st.data())
+    def take_used_is_refused(self, data: st.DataObject) -> None:
+        assert self.overlay is not None
+        used = sorted(g for g, f in self.overlay_free.items() if not f)
+        gpu = data.draw(st.sampled_from(used), label="gpu")
+        with pytest.raises(ValueError, match=f"GPU {gpu} is not free"):
+            self.overlay.take([gpu])
+
+    @precondition(lambda self: self.overlay is not None and any(self.overlay_free.values()))
+    @rule(data=st.data())
+    def give_free_is_refused(self, data: st.DataObject) -> None:
+        assert self.overlay is not None
+        free = sorted(g for g, f in self.overlay_free.items() if f)
+        gpu = data.draw(st.sampled_from(free), label="gpu")
+        with pytest.raises(ValueError, match=f"GPU {gpu} is already free"):
+            self.overlay.give([gpu])
+
+    # ---------------------------------------------------------------- invariants
+    @invariant()
+    def live_table_matches_model(self) -> None:
+        assert self.alloc.owner == [self.owner[g] for g in range(self.topology.n_gpus)]
+        _check_free_queries(self.alloc, self.topology, {g: o is None for g, o in self.owner.items()})
+
+    @invariant()
+    def free_plus_allocated_is_capacity(self) -> None:
+        for node in self.topology.nodes:
+            held = sum(self.owner[g] is not None for g in node.gpu_ids)
+            assert self.alloc.free_in_node(node.node_id) + held == node.n_gpus
+        for rack, nodes in enumerate(self.topology.rack_nodes):
+            held = sum(self.owner[g] is not None for n in nodes for g in self.topology.nodes[n].gpu_ids)
+            assert self.alloc.free_in_rack(rack) + held == self.topology.rack_capacity[rack]
+
+    @invariant()
+    def nodes_bucketed_by_free_count(self) -> None:
+        for count in range(self.topology.max_gpus_per_node + 1):
+            expected = {n.node_id for n in self.topology.nodes
+                        if self.alloc.free_in_node(n.node_id) == count}
+            assert set(self.alloc.nodes_with_free(count)) == expected
+
+    @invariant()
+    def overlay_matches_model(self) -> None:
+        # the live table was checked against the model above, and overlay
+        # rules never touch the model's owners: so the base is unchanged
+        if self.overlay is not None:
+            _check_free_queries(self.overlay, self.topology, self.overlay_free)
+            for gpu, free in self.overlay_free.items():
+                assert self.overlay.is_free(gpu) == free
+
+
+TestAllocationMachine = AllocationMachine.TestCase
+
+
+# ------------------------------------------------------------------------------ examples
+
+
+def test_tightest_node_prefers_the_fullest_fitting_node() -> None:
+    """With 4, 1 and 3 GPUs free, a 2-GPU job's tightest node is the one with 3 free."""
+    alloc = Allocation(uniform_cluster(3, gpus_per_node=4))
+    alloc.allocate("a", [4, 5, 6])
+    alloc.allocate("b", [8])
+    assert alloc.tightest_node(2) == 2
+    assert alloc.tightest_node(1) == 1
+    assert alloc.tightest_node(4) == 0
+    assert alloc.tightest_node(5) is None
+
+
+def test_release_keeps_free_ids_sorted() -> None:
+    """GPUs released out of order come back in ascending order."""
+    alloc = Allocation(uniform_cluster(1, gpus_per_node=4))
+    alloc.allocate("a", [0, 1, 2, 3])
+    alloc.release([3, 0, 2])
+    assert alloc.free_gpu_ids(0) == [0, 2, 3]
+    assert alloc.owner == [None, "a", None, None]
+
+
+def test_overlay_take_then_give_back_restores_counts() -> None:
+    """Taking and giving the same GPUs leaves the overlay's counts where they started."""
+    alloc = Allocation(uniform_cluster(2, gpus_per_node=2))
+    alloc.allocate("a", [0])
+    overlay = TentativeAllocation(alloc)
+    overlay.take([1, 2])
+    assert (overlay.n_free, overlay.free_in_node(0), overlay.free_in_node(1)) == (1, 0, 1)
+    overlay.give([0])
+    assert overlay.free_gpu_ids(0) == [0]
+    assert alloc.owner == ["a", None, None, None] and alloc.n_free == 3
+    overlay.give([1, 2])
+    overlay.take([0])
+    assert (overlay.n_free, overlay.free_in_node(0), overlay.free_in_rack(0)) == (3, 1, 3)
+    assert overlay.free_gpu_ids(0) == [1]

@@ -1,0 +1,170 @@
+"""A-SRPT end to end: the digest's worked cases (a_srpt.md §6), the lower bound, determinism."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import pickle
+
+import pytest
+from hypothesis import given, settings
+
+from rackwise.cluster.topology import uniform_cluster
+from rackwise.errors import MissingExtraError
+from rackwise.perf.base import IdealPerf
+from rackwise.policies.asrpt import Asrpt, AsrptOracle
+from rackwise.policies.parts.predictor import prediction_accuracy
+from rackwise.policies.parts.virtual_machine import srpt_finish_times
+from rackwise.policies.registry import make_policy
+from rackwise.sim.engine import Simulator, simulate
+from rackwise.workload.job import Job, Parallelism
+from tests.policies.test_predictor import recurring_jobs
+from tests.strategies import clusters_and_workloads
+
+pytest.importorskip("sklearn")
+
+# (r, g, tau, N) of TC1 as jobs: duration N * tau, iterations N.
+TC1 = [Job("J1", 0.0, 4, 100.0, 100.0), Job("J2", 10.0, 2, 40.0, 40.0), Job("J3", 20.0, 8, 50.0, 100.0)]
+TC2 = [Job("J1", 0.0, 4, 100.0), Job("J2", 1.0, 4, 10.0)]
+
+
+def _mean_jct(n_gpus: int, jobs: list[Job], restore_s: float = 0.0, **params: object) -> float:
+    result = simulate(uniform_cluster(1, n_gpus, 8), jobs, make_policy("asrpt-oracle", **params),
+                      perf=IdealPerf(restore_s))
+    return sum(r.jct_s for r in result.records) / len(result.records)
+
+
+@pytest.mark.parametrize(("params", "expected"), [
+    ({}, 90.0),
+    ({"preempt": False}, 90.0),
+    ({"gate": "vm_completion"}, 400.0 / 3),  # J2 20-60, J1 60-160, J3 160-210
+])
+def test_tc1_mean_jct(params: dict[str, object], expected: float) -> None:
+    assert _mean_jct(8, TC1, **params) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize(("params", "restore_s", "expected"), [
+    ({"min_run_s": 0.0}, 0.0, 60.0),  # J2 1-11, J1 ends 110
+    ({"min_run_s": 0.0}, 5.0, 62.5),  # J1 ends 115
+    ({"preempt": False}, 0.0, 104.5),
+    ({"gate": "vm_completion"}, 0.0, 115.0),  # J2 11-21, J1 110-210
+    ({}, 0.0, 89.5),  # min_run blocks at t=1; the t=60 tick preempts; J1 ends 110
+    ({}, 30.0, 104.5),  # the same with a 30 s restore: J1 ends 140
+])
+def test_tc2_mean_jct(params: dict[str, object], restore_s: float, expected: float) -> None:
+    assert _mean_jct(4, TC2, restore_s, **params) == pytest.approx(expected)
+
+
+def test_hysteresis_delays_displacing_a_job_that_is_only_slightly_longer() -> None:
+    # Machine sizes (G = 4): J1 100 s, J2 90 s. At t=1 J2's 90 is not below 0.9 x J1's 99,
+    # so J1 keeps its GPUs; the machine then serves J2, and at the t=60 tick J2 (31) beats
+    # J1 (99): J1 ran 0-60, J2 60-150, J1 150-190.
+    jobs = [Job("J1", 0.0, 4, 100.0), Job("J2", 1.0, 4, 90.0)]
+    assert _mean_jct(4, jobs, min_run_s=0.0) == pytest.approx((190 + 149) / 2)
+    # Without the margin J2 takes over at once: J2 1-91, J1 91-190.
+    assert _mean_jct(4, jobs, min_run_s=0.0, epsilon=0.0) == pytest.approx((190 + 90) / 2)
+
+
+def test_the_oracle_policy_is_asrpt_with_the_oracle_predictor() -> None:
+    topology = uniform_cluster(1, 8, 8)
+    a = simulate(topology, TC1, Asrpt(predictor="oracle")).records
+    b = simulate(topology, TC1, AsrptOracle()).records
+    assert a == b
+    assert AsrptOracle.needs_oracle and not Asrpt.needs_oracle
+    assert issubclass(AsrptOracle, Asrpt)
+
+
+def test_tc7_overrun_grows_the_prediction_and_the_virtual_work() -> None:
+    # Nothing finished yet: the default 100 iterations. J1 has 300; at t=100 it reaches 100.
+    jobs = [Job("J1", 0.0, 4, 300.0), Job("J2", 100.0, 2, 5.0)]
+    policy = Asrpt(predictor="median", default_prediction=100.0)
+    seen: dict[str, float] = {}
+
+    def watch(sim: Simulator) -> None:
+        if sim.now == 100.0:
+            seen["estimate"] = policy.estimate_iters_["J1"]
+            seen["vm_remaining_s"] = policy.vm_.remaining_s("J1")
+
+    Simulator(uniform_cluster(1, 8, 8), jobs, policy, observers=[watch]).run()
+    assert seen == {"estimate": 150.0, "vm_remaining_s": 25.0}  # 4 * 50 * 1 / 8
+    logged = {r.job_id: r for r in policy.prediction_log_}
+    assert logged["J1"].predicted_iters == 100.0 and logged["J1"].actual_iters == 300.0
+
+
+def _recurring_trace(n_jobs: int = 150) -> list[Job]:
+    jobs, actual = recurring_jobs(n_jobs, seed=11)
+    # arrivals every 20 s, 500 iterations per second: about 65% load on 8 GPUs
+    return [job.with_changes(submit_time=20.0 * i, duration_s=iters / 500, total_iters=iters)
+            for i, (job, iters) in enumerate(zip(jobs, actual))]
+
+
+def test_asrpt_finishes_every_job_of_a_small_trace_and_learns() -> None:
+    jobs = _recurring_trace()
+    policy = make_policy("asrpt", n_estimators=10, refit_every=20)
+    result = simulate(uniform_cluster(2, 4, 2), jobs, policy, seed=3)
+    assert sorted(r.job_id for r in result.records) == sorted(j.job_id for j in jobs)
+    log = policy.prediction_log_
+    assert len(log) == len(jobs)
+    assert policy.predictor_.n_fits_ >= 5
+    assert sum(r.source == "forest" for r in log) > len(jobs) // 2
+    rules = make_policy("asrpt", predictor="median")
+    simulate(uniform_cluster(2, 4, 2), jobs, rules, seed=3)
+    mae = prediction_accuracy(log)["mae_iters"]
+    assert mae < 0.75 * prediction_accuracy(rules.prediction_log_)["mae_iters"]
+
+
+def test_same_seed_identical_records_and_predictions() -> None:
+    jobs = _recurring_trace(80)
+    runs = []
+    for _ in range(2):
+        policy = make_policy("asrpt", n_estimators=5, refit_every=10)
+        result = simulate(uniform_cluster(2, 4, 2), jobs, policy, seed=9)
+        runs.append((result.records, policy.prediction_log_, policy.placement_log_))
+    assert runs[0] == runs[1]
+
+
+def test_multi_server_starts_report_their_traffic() -> None:
+    job = Job("big", 0.0, 8, 10.0, model="GPT-2 XL", parallelism=Parallelism(2, 2, 2))
+    policy = AsrptOracle()
+    simulate(uniform_cluster(2, 4, 8), [job], policy)
+    (record,) = policy.placement_log_
+    assert record.n_servers == 2
+    assert record.cut_bytes == pytest.approx(4 * 8 * 3.2768e6 / 2)  # four pipeline edges
+    assert record.comm_s_per_iter > 0
+
+
+def test_missing_scikit_learn_is_a_named_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "sklearn" else real(name, *a))
+    with pytest.raises(MissingExtraError, match=r"pip install 'rackwise\[ml\]'"):
+        make_policy("asrpt")
+    assert isinstance(make_policy("asrpt-oracle"), AsrptOracle)  # needs no forest
+    assert Asrpt.needs_extra == "ml" and AsrptOracle.needs_extra is None
+
+
+def test_run_state_appears_only_at_reset_and_survives_pickling_mid_run() -> None:
+    policy = make_policy("asrpt", n_estimators=3, min_train_rows=2, refit_every=2)
+    assert not [k for k in vars(policy) if k.endswith("_")]
+    sim = Simulator(uniform_cluster(2, 4, 2), _recurring_trace(40), policy)
+    sim.policy.reset(sim.view, sim._policy_rng)
+    for _ in range(60):
+        sim.step()
+    clone = pickle.loads(pickle.dumps(policy))
+    assert clone.prediction_log_ == policy.prediction_log_
+    fresh = dataclasses.replace(policy)
+    assert fresh == policy and not hasattr(fresh, "vm_")
+
+
+@settings(max_examples=30)
+@given(clusters_and_workloads(max_jobs=12))
+def test_tc8_no_schedule_beats_the_virtual_machine(case: tuple) -> None:
+    topology, jobs = case
+    capacity = topology.n_gpus
+    bound = srpt_finish_times([(j.job_id, j.submit_time, j.n_gpus * j.duration_s / capacity)
+                               for j in jobs])
+    vm_flow = sum(bound[j.job_id] - j.submit_time for j in jobs)
+    for policy in (AsrptOracle(), Asrpt(predictor="median", default_prediction=50.0)):
+        result = simulate(topology, jobs, policy, perf=IdealPerf(0.0))
+        assert len(result.records) == len(jobs)
+        assert sum(r.jct_s for r in result.records) >= vm_flow * (1 - 1e-9) - 1e-6

@@ -1,0 +1,109 @@
+"""Tests for rackwise.policies.consolidation: consolidate-strict and philly-relax.
+
+Worked case T8 of shared/papers/baselines.md §B.7: two 8-GPU servers in one
+rack with 6 and 4 GPUs free. The policy lays the cluster out itself at t=0
+(a 1 s filler makes best-fit leave that pattern), so the 8-GPU job arrives
+at t=1 and every expected time is shifted by 1 s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from policies.delay_helpers import HIGH, LOW, Run, SpanPerf, job
+from strategies import clusters_and_workloads
+
+from rackwise.cluster.topology import uniform_cluster
+from rackwise.errors import InputError
+from rackwise.policies.consolidation import ConsolidateStrict, PhillyRelax
+from rackwise.policies.consolidation import DelayScheduler
+from rackwise.policies.delay import Dally
+from rackwise.policies.parts.locality import placement_level
+from rackwise.policies.registry import make_policy
+
+PAIR = uniform_cluster(2, gpus_per_node=8, nodes_per_rack=2)  # n0: GPUs 0-7, n1: 8-15
+
+
+def _t8(p3_duration_s: float = 1000.0, sens: float = LOW, extra: tuple = ()) -> list:
+    """p1 (4) on n0 until 2000, p3 (2) on n1; free at t=1: n0 4 (GPUs 4-7), n1 6 (10-15)."""
+    return [job("p1", 0, 4, 2000), job("p2", 0, 4, 1), job("p3", 0, 2, p3_duration_s),
+            job("J", 1, 8, 100, sens), *extra]
+
+
+def test_philly_relax_skips_then_accepts_rack_level() -> None:
+    """T8: J cannot get a node, waits W1 = 300 s, then takes 6 + 2 GPUs."""
+    run = Run(PAIR, _t8(), PhillyRelax())
+    assert run.start("J") == (301.0, (10, 11, 12, 13, 14, 15, 4, 5))
+    assert run.records["J"].n_nodes == 2
+
+
+def test_philly_relax_takes_a_node_that_frees_before_the_timeout() -> None:
+    """T8, second half: p3 ends at t=100, n1 is whole again, J starts there at L0."""
+    run = Run(PAIR, _t8(p3_duration_s=100.0), PhillyRelax())
+    assert run.start("J") == (100.0, tuple(range(8, 16)))
+
+
+@pytest.mark.parametrize("sens", [LOW, HIGH])
+def test_philly_relax_ignores_sensitivity(sens: float) -> None:
+    """The same 300 s for every job, where dally would start the low job at once."""
+    assert Run(PAIR, _t8(sens=sens), PhillyRelax()).start("J")[0] == 301.0
+    assert Run(PAIR, _t8(sens=sens), PhillyRelax(timeout_s=60.0)).start("J")[0] == 61.0
+
+
+def test_consolidate_strict_waits_for_a_whole_node_without_blocking_others() -> None:
+    """J waits until p3 leaves n1 at t=1000; K (2 GPUs) behind it starts at once."""
+    run = Run(PAIR, _t8(extra=(job("K", 2, 2, 50),)), ConsolidateStrict())
+    assert run.start("J") == (1000.0, tuple(range(8, 16)))
+    assert run.start("K") == (2.0, (4, 5))
+
+
+def test_consolidate_strict_keeps_rack_jobs_in_one_rack() -> None:
+    """A 6-GPU job on racks of two 4-GPU nodes waits for a rack, never spans two."""
+    cluster = uniform_cluster(4, gpus_per_node=4, nodes_per_rack=2)
+    jobs = [job("a", 0, 3, 500), job("b", 0, 3, 800), job("c", 0, 3, 900), job("d", 0, 3, 1000),
+            job("J", 1, 6, 100)]
+    run = Run(cluster, jobs, ConsolidateStrict())
+    # rack 0 (a, b) is whole again at t=800; rack 1 (c, d) only at 1000
+    assert run.start("J")[0] == 800.0
+    assert run.records["J"].n_racks == 1 and run.records["J"].n_nodes == 2
+
+
+def test_las_ordering_is_available_to_the_baselines() -> None:
+    for cls in (ConsolidateStrict, PhillyRelax):
+        policy = make_policy(cls.name, ordering="las")
+        assert isinstance(policy, cls) and policy.ordering == "las"
+    with pytest.raises(InputError):
+        make_policy("philly-relax", ordering="random")
+
+
+def test_baselines_are_parameterisations_of_the_shared_engine() -> None:
+    for cls in (ConsolidateStrict, PhillyRelax, Dally):
+        assert issubclass(cls, DelayScheduler)
+    assert not ConsolidateStrict.preempts and not PhillyRelax.preempts and Dally.preempts
+    assert PhillyRelax(timeout_s=42.0).timer_table() == {"all": (42.0, 42.0)}
+    assert replace(PhillyRelax(), timeout_s=5.0).timeout_s == 5.0
+
+
+def test_spread_is_fifo_with_first_fit() -> None:
+    """The `spread` baseline needs no class: J starts at t=1 on the lowest free GPU ids."""
+    run = Run(PAIR, _t8(), make_policy("fifo", placement="first-fit"))
+    assert run.start("J") == (1.0, (4, 5, 6, 7, 10, 11, 12, 13))
+
+
+@settings(max_examples=40)
+@given(clusters_and_workloads(max_jobs=20))
+def test_every_job_finishes_and_strict_never_spreads_a_job_that_fits_a_node(drawn) -> None:
+    topology, jobs = drawn
+    models = ("lm", "bert", "cnn")
+    jobs = [j.with_changes(model=models[i % 3]) for i, j in enumerate(jobs)]
+    perf = {"lm": (0.7, 1.5), "bert": (0.25, 0.4)}
+    for policy in (ConsolidateStrict(), PhillyRelax(), Dally(tune_every_s=900.0)):
+        run = Run(topology, jobs, policy, SpanPerf(perf))  # Run checks every job finished
+        if isinstance(policy, ConsolidateStrict):
+            for j in jobs:
+                if j.n_gpus <= topology.max_gpus_per_node:
+                    # the placement it finished on is its only one: no preemption here
+                    assert run.records[j.job_id].n_nodes == 1
+                    assert all(placement_level(topology, g) == 0 for _, g in run.placements[j.job_id])

@@ -1,0 +1,155 @@
+"""Gavel: hand-solved LPs (papers/gavel.md §8, G1-G9) and the round mechanism."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+from rackwise.policies.gavel import Gavel
+from rackwise.policies.parts import lp
+from rackwise.sim.engine import SimulationStuckError, Simulator, simulate
+
+from .hetero_support import TablePerf, cluster, job
+
+V100_K80 = cluster(("v100", 1, 1), ("k80", 1, 1))  # types sort as (k80, v100)
+
+
+def _first_round(topology, jobs, perf, **params):  # type: ignore[no-untyped-def]
+    policy = Gavel(min_reset_interval_s=0.0, **params)
+    sim = Simulator(topology, jobs, policy, perf=perf)
+    policy.reset(sim.view, np.random.default_rng(0))
+    sim.step()
+    return sim, policy
+
+
+def _x(policy: Gavel, job_id: str) -> np.ndarray:
+    """X row in (v100, k80) order, as the digest writes it."""
+    return policy.alloc_[job_id][::-1]
+
+
+def test_g1_aware_las_splits_both_types_evenly() -> None:
+    perf = TablePerf({("a", "v100"): 4, ("a", "k80"): 1, ("b", "v100"): 4, ("b", "k80"): 2})
+    _, policy = _first_round(V100_K80, [job("A", "a", 1e6), job("B", "b", 1e6)], perf)
+    assert _x(policy, "A") == pytest.approx([0.5, 0.5], abs=1e-5)
+    assert _x(policy, "B") == pytest.approx([0.5, 0.5], abs=1e-5)
+
+
+def test_g2_scale_factor_equalises_gpu_time() -> None:
+    perf = TablePerf({("a", "v100"): 10, ("b", "v100"): 5})
+    topology = cluster(("v100", 1, 2))
+    _, policy = _first_round(topology, [job("A", "a", 1e6, n_gpus=2), job("B", "b", 1e6)], perf)
+    assert policy.alloc_["A"] == pytest.approx([0.5], abs=1e-5)
+    assert policy.alloc_["B"] == pytest.approx([1.0], abs=1e-5)
+
+
+def test_g3_makespan_puts_each_job_on_its_own_type() -> None:
+    rates = np.array([[4.0, 1.0], [2.0, 2.0]])
+    x, makespan_s = lp.min_makespan(rates, np.array([400.0, 200.0]), np.ones(2), np.ones(2))
+    assert x == pytest.approx(np.array([[1.0, 0.0], [0.0, 1.0]]), abs=1e-6)
+    assert makespan_s == pytest.approx(100.0, rel=1e-6)
+
+
+def test_g4_makespan_mixes_types() -> None:
+    perf = TablePerf({("a", "v100"): 4, ("a", "k80"): 1, ("b", "v100"): 4, ("b", "k80"): 2})
+    _, policy = _first_round(V100_K80, [job("A", "a", 400), job("B", "b", 400)], perf,
+                             objective="min_makespan")
+    assert _x(policy, "A") == pytest.approx([0.6, 0.4], abs=1e-5)
+    assert _x(policy, "B") == pytest.approx([0.4, 0.6], abs=1e-5)
+    rates = np.array([[4.0, 1.0], [4.0, 2.0]])
+    _, makespan_s = lp.min_makespan(rates, np.array([400.0, 400.0]), np.ones(2), np.ones(2))
+    assert makespan_s == pytest.approx(1000 / 7, rel=1e-5)
+
+
+def test_g5_max_throughput() -> None:
+    perf = TablePerf({("a", "v100"): 4, ("a", "k80"): 1, ("b", "v100"): 2, ("b", "k80"): 2})
+    _, policy = _first_round(V100_K80, [job("A", "a", 1e6), job("B", "b", 1e6)], perf,
+                             objective="max_throughput")
+    assert _x(policy, "A") == pytest.approx([1.0, 0.0], abs=1e-6)
+    assert _x(policy, "B") == pytest.approx([0.0, 1.0], abs=1e-6)
+
+
+def test_g6_finish_time_fairness_equals_las_when_fresh() -> None:
+    rates = np.array([[4.0, 1.0], [4.0, 2.0]])
+    x, rho = lp.finish_time_fairness(rates, np.array([400.0, 400.0]), np.zeros(2), np.zeros(2),
+                                     np.ones(2), np.ones(2))
+    assert x == pytest.approx(np.full((2, 2), 0.5), abs=1e-3)
+    assert rho == pytest.approx(1.0, rel=2e-3)
+
+
+def test_g7_mechanism_rotates_three_jobs_on_two_gpus() -> None:
+    perf = TablePerf({("m", "v100"): 1.0})
+    topology = cluster(("v100", 1, 2))
+    jobs = [job(f"J{i}", "m", 1e6) for i in range(3)]
+    sim, policy = _first_round(topology, jobs, perf)
+    for job_id in ("J0", "J1", "J2"):
+        assert policy.alloc_[job_id] == pytest.approx([2 / 3], abs=1e-5)
+    ran = [sorted(sim.running)]
+    while len(ran) < 4:
+        sim.step()
+        if sim.now % 360 == 0:
+            ran.append(sorted(sim.running))
+    assert ran == [["J0", "J1"], ["J0", "J2"], ["J1", "J2"], ["J0", "J1"]]
+
+
+def test_g9_job_wider_than_every_type_waits_without_span_types() -> None:
+    perf = TablePerf({("a", "v100"): 10, ("a", "k80"): 2.5})
+    with pytest.raises(SimulationStuckError):
+        simulate(V100_K80, [job("A", "a", 900, n_gpus=2)], Gavel(span_types=False), perf=perf)
+    result = simulate(V100_K80, [job("A", "a", 900, n_gpus=2)], Gavel(), perf=perf)
+    assert result.records[0].finish_time == pytest.approx(900 / 2.5)
+
+
+def test_lp_failure_keeps_previous_allocation(monkeypatch: pytest.MonkeyPatch,
+                                              caplog: pytest.LogCaptureFixture) -> None:
+    perf = TablePerf({("a", "v100"): 4, ("a", "k80"): 1, ("b", "v100"): 4, ("b", "k80"): 2})
+    jobs = [job("A", "a", 1e6), job("B", "b", 1e6), job("C", "a", 1e6, submit=100.0)]
+    sim, policy = _first_round(V100_K80, jobs, perf)
+    before = {k: v.copy() for k, v in policy.alloc_.items()}
+
+    def broken(*args: object) -> np.ndarray:
+        raise lp.LPError("forced failure")
+
+    monkeypatch.setattr(lp, "SOLVE", broken)
+    with caplog.at_level(logging.WARNING, logger="rackwise.policies.gavel"):
+        while sim.now < 360:
+            sim.step()
+    assert any("keeping the previous allocation" in r.message for r in caplog.records)
+    assert sorted(policy.alloc_) == ["A", "B"]
+    for job_id, row in before.items():
+        assert policy.alloc_[job_id] == pytest.approx(row)
+
+
+def _one_type_per_job(sim: Simulator) -> None:
+    topology = sim.topology
+    for state in sim.running.values():
+        assert len({topology.gpu_type_of(g) for g in state.gpu_ids}) == 1
+
+
+@pytest.mark.parametrize("objective", ["max_min_fairness", "min_makespan",
+                                       "finish_time_fairness", "max_throughput"])
+@pytest.mark.parametrize("aware", [True, False])
+def test_small_hetero_trace_finishes_one_type_per_job(objective: str, aware: bool) -> None:
+    topology = cluster(("v100", 2, 2), ("p100", 1, 4), ("k80", 2, 4))
+    table = {("r50", "v100"): 3.0, ("r50", "p100"): 2.0, ("r50", "k80"): 1.0,
+             ("lm", "v100"): 2.0, ("lm", "p100"): 1.8, ("lm", "k80"): 1.5}
+    jobs = [job(f"j{i}", "r50" if i % 2 else "lm", 2000 + 500 * i, n_gpus=(1, 2, 4)[i % 3],
+                submit=300.0 * i) for i in range(10)]
+    policy = Gavel(objective=objective, heterogeneity_aware=aware)  # type: ignore[arg-type]
+    result = simulate(topology, jobs, policy, perf=TablePerf(table, restart_s=5.0),
+                      observers=[_one_type_per_job])
+    assert sorted(r.job_id for r in result.records) == sorted(j.job_id for j in jobs)
+    again = simulate(topology, jobs, Gavel(objective=objective, heterogeneity_aware=aware),  # type: ignore[arg-type]
+                     perf=TablePerf(table, restart_s=5.0))
+    assert again.records == result.records
+
+
+def test_round_s_drives_the_engine() -> None:
+    perf = TablePerf({("m", "v100"): 1.0})
+    policy = Gavel(round_s=100.0)
+    result = simulate(cluster(("v100", 1, 1)), [job("A", "m", 250), job("B", "m", 250)],
+                      policy, perf=perf)
+    # Each job gets the single GPU for alternate 100 s rounds until it is done.
+    finish = {r.job_id: r.finish_time for r in result.records}
+    assert finish == {"A": 450.0, "B": 500.0}

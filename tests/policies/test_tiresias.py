@@ -1,0 +1,154 @@
+"""Tiresias worked cases from baselines.md A.7 (T1-T3), on exact ideal speeds."""
+
+from __future__ import annotations
+
+import pytest
+
+from rackwise.cluster.topology import uniform_cluster
+from rackwise.errors import InputError
+from rackwise.perf.base import IdealPerf
+from rackwise.policies.base import Decisions
+from rackwise.policies.registry import make_policy
+from rackwise.policies.tiresias import Tiresias
+from rackwise.sim.engine import Simulator, simulate
+from rackwise.workload.job import Job
+
+EXACT = IdealPerf(checkpoint_restore_s=0.0)
+
+
+class Spy:
+    """Passes calls through to a policy and keeps every decision it returned."""
+
+    name = "spy"
+
+    def __init__(self, inner: Tiresias) -> None:
+        self.inner = inner
+        self.decisions: list[tuple[float, Decisions]] = []
+
+    def reset(self, view, rng):  # type: ignore[no-untyped-def]
+        self.inner.reset(view, rng)
+
+    def on_arrival(self, job, now):  # type: ignore[no-untyped-def]
+        self.inner.on_arrival(job, now)
+
+    def on_completion(self, job, now):  # type: ignore[no-untyped-def]
+        self.inner.on_completion(job, now)
+
+    def schedule(self, view, now):  # type: ignore[no-untyped-def]
+        decisions = self.inner.schedule(view, now)
+        self.decisions.append((now, decisions))
+        return decisions
+
+
+def run(jobs: list[Job], policy: Tiresias, n_gpus_per_node: int = 4,
+        watch: str = "J1") -> tuple[dict, Spy, list[tuple[float, int | None]]]:
+    """Run on one server; return records by id, the spy, and (time, queue of `watch`) per step."""
+    spy = Spy(policy)
+    queues: list[tuple[float, int | None]] = []
+
+    def observe(sim: Simulator) -> None:
+        queues.append((sim.now, policy.queue_of_.get(watch)))
+
+    sim = Simulator(uniform_cluster(1, n_gpus_per_node, 1), jobs, spy, perf=EXACT,  # type: ignore[arg-type]
+                    observers=[observe])
+    result = sim.run()
+    return {r.job_id: r for r in result.records}, spy, queues
+
+
+def queue_at(queues: list[tuple[float, int | None]], t: float) -> int | None:
+    return [q for now, q in queues if now == t][-1]
+
+
+@pytest.mark.parametrize(("n_gpus", "demote_s"), [(8, 450.0), (3, 1200.0), (1, 3600.0)])
+def test_t1_demotion_after_3600_gpu_seconds(n_gpus: int, demote_s: float) -> None:
+    records, spy, queues = run([Job("J1", 0.0, n_gpus, 5000.0)], Tiresias(), n_gpus_per_node=8)
+    # The first decision starts J1 and asks to be woken at the crossing.
+    now, first = spy.decisions[0]
+    assert now == 0.0 and [s.job_id for s in first.start] == ["J1"]
+    assert first.wake_at == demote_s
+    assert [t for t, _ in queues] == [0.0, demote_s, 5000.0]
+    assert queue_at(queues, 0.0) == 0
+    assert queue_at(queues, demote_s) == 1
+    # In the last queue there is nothing left to wake for.
+    assert spy.decisions[1][1].wake_at is None
+    assert records["J1"].finish_time == 5000.0 and records["J1"].n_preemptions == 0
+
+
+def test_t2_demotion_preempts_for_a_q1_job() -> None:
+    jobs = [Job("J1", 0.0, 4, 2000.0), Job("J2", 100.0, 4, 200.0)]
+    records, spy, queues = run(jobs, Tiresias())
+    assert spy.decisions[0][1].wake_at == 900.0
+    assert queue_at(queues, 100.0) == 0  # J2 waits: both in Q1, J1 came first
+    assert queue_at(queues, 900.0) == 1
+    at_900 = [d for t, d in spy.decisions if t == 900.0][0]
+    assert at_900.preempt == ("J1",) and [s.job_id for s in at_900.start] == ["J2"]
+    j1, j2 = records["J1"], records["J2"]
+    assert (j2.first_start, j2.finish_time) == (900.0, 1100.0)
+    # J1 resumes at 1100 with 1100 s left.
+    assert (j1.first_start, j1.finish_time, j1.n_preemptions) == (0.0, 2200.0, 1)
+    assert j1.queueing_delay_s == 200.0 and j1.gpu_s == 8000.0
+
+
+def test_single_queue_is_fifo() -> None:
+    jobs = [Job("J1", 0.0, 4, 2000.0), Job("J2", 100.0, 4, 200.0)]
+    records, spy, _ = run(jobs, Tiresias(queue_limits_gpu_s=()))
+    assert all(d.wake_at is None and not d.preempt for _, d in spy.decisions)
+    assert (records["J1"].finish_time, records["J1"].n_preemptions) == (2000.0, 0)
+    assert (records["J2"].first_start, records["J2"].finish_time) == (2000.0, 2200.0)
+
+
+def _t3_jobs() -> list[Job]:
+    # Ten Q1 jobs of 750 s (3000 GPU-s, never demoted) keep the server busy until 8400.
+    return [Job("J1", 0.0, 4, 2000.0)] + [Job(f"A{i}", 100.0, 4, 750.0) for i in range(10)]
+
+
+def test_t3_promotion_after_eight_times_run_time() -> None:
+    records, spy, queues = run(_t3_jobs(), Tiresias())
+    at_900 = [d for t, d in spy.decisions if t == 900.0][0]
+    assert at_900.preempt == ("J1",)
+    # Preempted at 900 after 900 s of running: eligible once it has waited 8 * 900 s.
+    assert 8100.0 in {d.wake_at for _, d in spy.decisions}
+    assert 8100.0 in [t for t, _ in queues]  # no other event falls there
+    assert all(q == 1 for t, q in queues if 900.0 <= t < 8100.0)
+    assert queue_at(queues, 8100.0) == 0
+    # Promoted to the back of Q1: the last A job (in Q1 since 100) keeps the server.
+    assert records["A9"].finish_time == 8400.0
+    j1 = records["J1"]
+    assert (j1.finish_time, j1.n_preemptions) == (9500.0, 1)
+    # A fresh Q1 quantum: 3600 GPU-s more before it is demoted again, at 8400 + 900.
+    assert queue_at(queues, 8400.0) == 0
+    assert queue_at(queues, 9300.0) == 1
+
+
+def test_t3_without_promotion_j1_stays_in_q2() -> None:
+    records, spy, queues = run(_t3_jobs(), Tiresias(promote_knob=None))
+    assert 8100.0 not in {d.wake_at for _, d in spy.decisions}
+    assert 8100.0 not in [t for t, _ in queues]
+    assert all(q == 1 for t, q in queues if 900.0 <= t < 9500.0)
+    assert records["J1"].finish_time == 9500.0
+
+
+def test_no_head_of_line_blocking() -> None:
+    jobs = [Job("J1", 0.0, 4, 2000.0), Job("J2", 10.0, 8, 300.0), Job("J3", 20.0, 2, 100.0)]
+    records, _, _ = run(jobs, Tiresias(), n_gpus_per_node=8)
+    # J2 cannot fit beside J1, but the smaller J3 behind it runs at once.
+    assert (records["J3"].first_start, records["J3"].finish_time) == (20.0, 120.0)
+    # J1 is demoted at 900 behind J2, which takes the whole server.
+    assert (records["J2"].first_start, records["J2"].finish_time) == (900.0, 1200.0)
+    assert (records["J1"].finish_time, records["J1"].n_preemptions) == (2300.0, 1)
+
+
+def test_three_queues_demote_one_at_a_time() -> None:
+    records, spy, queues = run([Job("J1", 0.0, 2, 10000.0)],
+                               Tiresias(queue_limits_gpu_s=(1000.0, 5000.0)))
+    assert queue_at(queues, 500.0) == 1
+    assert queue_at(queues, 2500.0) == 2
+    assert [d.wake_at for _, d in spy.decisions][:3] == [500.0, 2500.0, None]
+
+
+def test_registered_and_parameters_validated() -> None:
+    policy = make_policy("tiresias", queue_limits_gpu_s=[1800, 7200], promote_knob=None)
+    assert isinstance(policy, Tiresias) and policy.queue_limits_gpu_s == (1800.0, 7200.0)
+    with pytest.raises(InputError, match="queue_limits_gpu_s"):
+        simulate(uniform_cluster(1, 4, 1), [Job("J1", 0.0, 1, 10.0)],
+                 Tiresias(queue_limits_gpu_s=(7200.0, 3600.0)))

@@ -1,0 +1,355 @@
+"""Tests for rackwise.sim.engine: worked cases of the simulator, computed by hand."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+import pytest
+
+from rackwise.cluster.topology import Topology, uniform_cluster
+from rackwise.errors import InputError, InvalidDecisionError
+from rackwise.metrics.records import JobRecord
+from rackwise.perf.base import IdealPerf
+from rackwise.policies.base import BasePolicy, Decisions, Start
+from rackwise.policies.fifo import Fifo
+from rackwise.policies.parts.placement import first_fit
+from rackwise.sim import engine
+from rackwise.sim.engine import SimulationStuckError, Simulator, simulate
+from rackwise.workload.job import Job
+from rackwise.workload.state import JobState
+
+
+@dataclass(kw_only=True)
+class Scripted(BasePolicy):
+    """Returns the decisions planned for each instant, and nothing otherwise."""
+
+    name: ClassVar[str] = "scripted"
+    preempts: ClassVar[bool] = True
+    plan: dict[float, Decisions] = field(default_factory=dict)
+
+    def reset(self, view: object, rng: np.random.Generator) -> None:  # type: ignore[override]
+        super().reset(view, rng)  # type: ignore[arg-type]
+        self.calls_: list[float] = []
+
+    def schedule(self, view: object, now: float) -> Decisions:  # type: ignore[override]
+        self.calls_.append(now)
+        return self.plan.get(now, Decisions())
+
+
+@dataclass(kw_only=True)
+class Idle(BasePolicy):
+    """Never starts anything."""
+
+    name: ClassVar[str] = "idle"
+
+    def schedule(self, view: object, now: float) -> Decisions:  # type: ignore[override]
+        return Decisions()
+
+
+def _by_id(records: Sequence[JobRecord]) -> dict[str, JobRecord]:
+    return {r.job_id: r for r in records}
+
+
+def _run(topology: Topology, jobs: list[Job], policy: BasePolicy, restore_s: float = 30.0,
+         **kwargs: object) -> dict[str, JobRecord]:
+    result = simulate(topology, jobs, policy, perf=IdealPerf(checkpoint_restore_s=restore_s), **kwargs)
+    return _by_id(result.records)
+
+
+# ---------------------------------------------------------------------------- plain runs
+
+
+def test_single_job_runs_for_its_duration() -> None:
+    """One job on an empty cluster: JCT equals its duration, no queueing, no overhead."""
+    records = _run(uniform_cluster(1, gpus_per_node=4), [Job("a", 5.0, 2, 100.0)], Fifo())
+    a = records["a"]
+    assert (a.first_start, a.finish_time, a.jct_s) == (5.0, 105.0, 100.0)
+    assert (a.queueing_delay_s, a.run_time_s, a.overhead_s) == (0.0, 100.0, 0.0)
+    assert a.gpu_s == 200.0
+    assert (a.n_preemptions, a.n_nodes, a.n_racks) == (0, 1, 1)
+
+
+def test_job_queues_behind_a_full_cluster() -> None:
+    """A job arriving at 10 on a cluster held until 100 starts at 100."""
+    jobs = [Job("a", 0.0, 4, 100.0), Job("b", 10.0, 2, 50.0)]
+    records = _run(uniform_cluster(1, gpus_per_node=4), jobs, Fifo())
+    b = records["b"]
+    assert (b.first_start, b.finish_time, b.jct_s, b.queueing_delay_s) == (100.0, 150.0, 140.0, 90.0)
+    assert records["a"].finish_time == 100.0
+
+
+def test_completion_frees_gpus_for_an_arrival_at_the_same_instant() -> None:
+    """A job finishing at t=100 releases its GPUs to a job arriving at t=100."""
+    jobs = [Job("a", 0.0, 2, 100.0), Job("b", 100.0, 2, 30.0)]
+    result = simulate(uniform_cluster(1, gpus_per_node=2), jobs, Fifo())
+    b = _by_id(result.records)["b"]
+    assert (b.first_start, b.finish_time, b.queueing_delay_s) == (100.0, 130.0, 0.0)
+    assert result.timeline.time == [0.0, 100.0, 130.0]
+    assert result.timeline.busy_gpus == [2, 2, 0]
+
+
+def test_input_order_does_not_matter() -> None:
+    """Jobs given out of submit order are simulated in submit order."""
+    jobs = [Job("late", 50.0, 1, 10.0), Job("early", 0.0, 1, 100.0)]
+    records = _run(uniform_cluster(1, gpus_per_node=1), jobs, Fifo())
+    assert records["early"].first_start == 0.0
+    assert records["late"].first_start == 100.0
+
+
+# ---------------------------------------------------------------- preemption and migration
+
+
+def test_preemption_charges_the_restore_time_exactly() -> None:
+    """Run 0-40, wait 40-60, restore 60-90, run 90-150: 30 s of overhead, JCT 150."""
+    plan = {
+        0.0: Decisions(start=(Start("a", (0, 1)),), wake_at=40.0),
+        40.0: Decisions(preempt=("a",), wake_at=60.0),
+        60.0: Decisions(start=(Start("a", (0, 1)),)),
+    }
+    a = _run(uniform_cluster(1, gpus_per_node=2), [Job("a", 0.0, 2, 100.0)], Scripted(plan=plan),
+             restore_s=30.0)["a"]
+    assert (a.first_start, a.finish_time, a.jct_s) == (0.0, 150.0, 150.0)
+    assert (a.run_time_s, a.overhead_s, a.queueing_delay_s) == (130.0, 30.0, 20.0)
+    assert a.gpu_s == 260.0
+    assert a.n_preemptions == 1
+
+
+def test_preemption_during_restore_charges_the_part_spent() -> None:
+    """Preempted 10 s into a 30 s restore: 10 s are charged, then a full restore again."""
+    plan = {
+        0.0: Decisions(start=(Start("a", (0,)),), wake_at=40.0),
+        40.0: Decisions(preempt=("a",), wake_at=60.0),
+        60.0: Decisions(start=(Start("a", (0,)),), wake_at=70.0),
+        70.0: Decisions(preempt=("a",), wake_at=80.0),
+        80.0: Decisions(start=(Start("a", (0,)),)),
+    }
+    a = _run(uniform_cluster(1, gpus_per_node=1), [Job("a", 0.0, 1, 100.0)], Scripted(plan=plan),
+             restore_s=30.0)["a"]
+    # runs 0-40 (40 done), restores 60-70 (cut), restores 80-110, runs 110-170
+    assert a.finish_time == 170.0
+    assert (a.overhead_s, a.run_time_s, a.queueing_delay_s) == (40.0, 140.0, 30.0)
+    assert (a.n_preemptions, a.gpu_s) == (2, 140.0)
+
+
+def test_migration_moves_a_job_in_one_decision() -> None:
+    """Preempt and start in one decision: the job moves at once and pays one restore."""
+    plan = {
+        0.0: Decisions(start=(Start("a", (0, 1)),), wake_at=40.0),
+        40.0: Decisions(preempt=("a",), start=(Start("a", (2, 3)),)),
+    }
+    owners: list[tuple[float, tuple[str | None, ...]]] = []
+    sim = Simulator(uniform_cluster(2, gpus_per_node=2), [Job("a", 0.0, 2, 100.0)],
+                    Scripted(plan=plan), perf=IdealPerf(checkpoint_restore_s=30.0),
+                    observers=[lambda s: owners.append((s.now, tuple(s.allocation.owner)))])
+    a = _by_id(sim.run().records)["a"]
+    assert owners[:2] == [(0.0, ("a", "a", None, None)), (40.0, (None, None, "a", "a"))]
+    # 40 done, restore 40-70, 60 left: done at 130
+    assert (a.finish_time, a.overhead_s, a.queueing_delay_s, a.n_preemptions) == (130.0, 30.0, 0.0, 1)
+    assert a.gpu_s == 260.0
+
+
+def test_preempted_job_can_be_restarted_by_fifo() -> None:
+    """A preempted job goes back to the queue, and a plain policy restarts it."""
+
+    @dataclass(kw_only=True)
+    class PreemptOnce(Fifo):
+        name: ClassVar[str] = "preempt-once"
+
+        def schedule(self, view, now):  # type: ignore[no-untyped-def]
+            if now == 0.0:
+                return Decisions(start=(Start("a", (0,)),), wake_at=10.0)
+            if now == 10.0:
+                return Decisions(preempt=("a",))
+            return super().schedule(view, now)
+
+    # preempted at 10 with 10 done; the same step's schedule call ran before the
+    # preemption, so FIFO restarts it at the next event: b's arrival at 20
+    jobs = [Job("a", 0.0, 1, 50.0), Job("b", 20.0, 1, 5.0)]
+    records = _run(uniform_cluster(1, gpus_per_node=1), jobs, PreemptOnce(), restore_s=5.0)
+    assert records["a"].finish_time == 20.0 + 5.0 + 40.0
+    assert records["b"].first_start == 65.0
+
+
+# ----------------------------------------------------------------------------- timers
+
+
+def test_wake_at_fires_once_at_its_time() -> None:
+    """The same wake_at asked twice makes one call at that instant."""
+    plan = {
+        0.0: Decisions(wake_at=50.0),
+        10.0: Decisions(wake_at=50.0),
+        50.0: Decisions(start=(Start("a", (0,)), Start("b", (1,)))),
+    }
+    policy = Scripted(plan=plan)
+    jobs = [Job("a", 0.0, 1, 100.0), Job("b", 10.0, 1, 100.0)]
+    records = _run(uniform_cluster(1, gpus_per_node=2), jobs, policy)
+    assert policy.calls_ == [0.0, 10.0, 50.0, 150.0]
+    assert records["a"].first_start == records["b"].first_start == 50.0
+
+
+@pytest.mark.parametrize("wake_at", [0.0, -1.0])
+def test_wake_at_not_in_the_future_is_rejected(wake_at: float) -> None:
+    """wake_at <= now is an invalid decision."""
+    policy = Scripted(plan={0.0: Decisions(wake_at=wake_at)})
+    with pytest.raises(InvalidDecisionError, match=rf"wake_at={wake_at} is not after now"):
+        _run(uniform_cluster(1, gpus_per_node=1), [Job("a", 0.0, 1, 10.0)], policy)
+
+
+# --------------------------------------------------------------------- invalid decisions
+
+
+@pytest.mark.parametrize(("later", "message"), [
+    (Decisions(start=(Start("b", (1, 2)),)), "job b: GPU 1 is held by job a"),
+    (Decisions(start=(Start("b", (2,)),)), r"job b needs 2 distinct GPUs.*, got \[2\]"),
+    (Decisions(start=(Start("b", (2, 2)),)), r"job b needs 2 distinct GPUs.*, got \[2, 2\]"),
+    (Decisions(start=(Start("b", (2, 9)),)), "job b: GPU 9 does not exist"),
+    (Decisions(start=(Start("b", (-1, 2)),)), "job b: GPU -1 does not exist"),
+    (Decisions(start=(Start("a", (2, 3)),)), "cannot start job a: it is running"),
+    (Decisions(start=(Start("zz", (2, 3)),)), "cannot start job zz: it is not in the queue"),
+    (Decisions(preempt=("b",)), "cannot preempt job b: it is not running"),
+    (Decisions(start=(Start("b", (2, 3)), Start("c", (3,)))), "job c: GPU 3 is held by job b"),
+])
+def test_invalid_decisions_are_rejected(later: Decisions, message: str) -> None:
+    """Each bad decision raises InvalidDecisionError naming the policy, time, job and reason."""
+    plan = {0.0: Decisions(start=(Start("a", (0, 1)),)), 10.0: later}
+    jobs = [Job("a", 0.0, 2, 100.0), Job("b", 10.0, 2, 10.0), Job("c", 10.0, 1, 10.0)]
+    with pytest.raises(InvalidDecisionError, match=rf"policy 'scripted' at t=10.000 s: {message}"):
+        _run(uniform_cluster(1, gpus_per_node=4), jobs, Scripted(plan=plan))
+
+
+def test_starting_a_finished_job_is_rejected() -> None:
+    """A job that has finished cannot be started again."""
+    plan = {0.0: Decisions(start=(Start("a", (0,)),)), 10.0: Decisions(start=(Start("a", (0,)),))}
+    jobs = [Job("a", 0.0, 1, 5.0), Job("b", 10.0, 1, 5.0)]
+    with pytest.raises(InvalidDecisionError, match="cannot start job a: it is finished"):
+        _run(uniform_cluster(1, gpus_per_node=1), jobs, Scripted(plan=plan))
+
+
+def test_a_policy_that_never_starts_is_reported_stuck() -> None:
+    """With nothing left to happen and jobs pending, the run stops with a clear error."""
+    with pytest.raises(SimulationStuckError, match=r"policy 'idle' left 2 job\(s\) unfinished"):
+        _run(uniform_cluster(1, gpus_per_node=1), [Job("a", 0.0, 1, 5.0), Job("b", 3.0, 1, 5.0)],
+             Idle())
+
+
+@dataclass(kw_only=True)
+class Dawdler(BasePolicy):
+    """A round-based policy that starts jobs (first-fit) only from its n-th call on."""
+
+    name: ClassVar[str] = "dawdler"
+    round_s: ClassVar[float | None] = 60.0
+    start_from_call: int = 10**9
+
+    def reset(self, view: object, rng: np.random.Generator) -> None:  # type: ignore[override]
+        super().reset(view, rng)  # type: ignore[arg-type]
+        self.n_calls_ = 0
+
+    def schedule(self, view, now):  # type: ignore[no-untyped-def]
+        self.n_calls_ += 1
+        if self.n_calls_ < self.start_from_call:
+            return Decisions()
+        starts, free = [], view.tentative()
+        for job_id, state in view.pending.items():
+            gpus = first_fit(free, state.n_gpus, self.rng_)
+            if gpus is not None:
+                free.take(gpus)
+                starts.append(Start(job_id, gpus))
+        return Decisions(start=tuple(starts))
+
+
+def test_rounds_on_an_idle_cluster_are_reported_stuck(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A round-based policy that never starts anything stops with an error, not a hang."""
+    monkeypatch.setattr(engine, "MAX_IDLE_STEPS", 50)
+    sim = Simulator(uniform_cluster(1, gpus_per_node=1), [Job("a", 0.0, 1, 5.0)], Dawdler())
+    with pytest.raises(SimulationStuckError, match="after 50 steps on an idle cluster"):
+        sim.run()
+    assert sim.n_steps == 50  # the arrival, then 49 rounds
+    assert sim.now == 49 * 60.0
+
+
+def test_timers_on_an_idle_cluster_are_reported_stuck(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A policy that only ever asks to be woken later stops with an error, not a hang."""
+
+    @dataclass(kw_only=True)
+    class Snoozer(BasePolicy):
+        name: ClassVar[str] = "snoozer"
+
+        def schedule(self, view, now):  # type: ignore[no-untyped-def]
+            return Decisions(wake_at=now + 1.0)
+
+    monkeypatch.setattr(engine, "MAX_IDLE_STEPS", 30)
+    with pytest.raises(SimulationStuckError, match="policy 'snoozer' left 1 job"):
+        _run(uniform_cluster(1, gpus_per_node=1), [Job("a", 0.0, 1, 5.0)], Snoozer())
+
+
+def test_waiting_a_while_on_an_idle_cluster_is_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A policy that starts on its 50th call, within the limit, finishes normally."""
+    monkeypatch.setattr(engine, "MAX_IDLE_STEPS", 50)
+    records = _run(uniform_cluster(1, gpus_per_node=1), [Job("a", 0.0, 1, 5.0)],
+                   Dawdler(start_from_call=50))
+    assert records["a"].first_start == 49 * 60.0
+    assert records["a"].finish_time == 49 * 60.0 + 5.0
+
+
+# ------------------------------------------------------------------------------ input
+
+
+def test_duplicate_job_ids_are_refused() -> None:
+    """Two jobs with one id raise InputError naming the id."""
+    jobs = [Job("a", 0.0, 1, 5.0), Job("a", 1.0, 1, 5.0)]
+    with pytest.raises(InputError, match="job id 'a' appears twice") as info:
+        Simulator(uniform_cluster(1), jobs, Fifo())
+    assert info.value.field == "job_id"
+
+
+@pytest.mark.parametrize(("n_gpus", "message"), [
+    (9, "job big asks for 9 GPUs but cluster '1x8-v100' has 8"),
+    (0, "job big asks for 0 GPUs"),
+])
+def test_jobs_that_cannot_fit_are_refused(n_gpus: int, message: str) -> None:
+    """A job larger than the cluster (or of no GPUs) raises InputError on n_gpus."""
+    with pytest.raises(InputError, match=message) as info:
+        Simulator(uniform_cluster(1, gpus_per_node=8), [Job("big", 0.0, n_gpus, 5.0)], Fifo())
+    assert info.value.field == "n_gpus"
+
+
+def test_empty_workload_finishes_at_once() -> None:
+    """No jobs: no steps, no records, no error."""
+    result = simulate(uniform_cluster(1), [], Fifo())
+    assert (result.records, result.n_steps) == ([], 0)
+
+
+# --------------------------------------------------------------------- rate changes
+
+
+@dataclass(frozen=True)
+class SharedSpeed:
+    """Every running job's speed is divided by the number of running jobs."""
+
+    def prepare(self, jobs: Sequence[Job], topology: Topology,
+                rng: np.random.Generator) -> list[Job]:
+        return list(jobs)
+
+    def rate(self, job: Job, gpu_ids: tuple[int, ...], running: Mapping[str, JobState]) -> float:
+        return job.total_iters / job.duration_s / max(1, len(running))
+
+    def rates(self, running: Mapping[str, JobState], changed: Collection[str]) -> dict[str, float]:
+        return {job_id: self.rate(s.job, s.gpu_ids, running) for job_id, s in running.items()}
+
+    def restart_overhead_s(self, job: Job) -> float:
+        return 0.0
+
+
+def test_stale_completion_after_a_rate_change_is_ignored() -> None:
+    """a would finish at 100 alone; b halves its speed for 20 s, so it finishes at 110."""
+    jobs = [Job("a", 0.0, 1, 100.0), Job("b", 20.0, 1, 10.0)]
+    result = simulate(uniform_cluster(1, gpus_per_node=2), jobs, Fifo(), perf=SharedSpeed())
+    records = _by_id(result.records)
+    # b: 10 iterations at 0.5/s from 20 -> 40; a: 20 + 10 done by 40, 70 left at 1/s
+    assert records["b"].finish_time == 40.0
+    assert records["a"].finish_time == 110.0
+    assert records["a"].run_time_s == 110.0
+    assert result.timeline.time == [0.0, 20.0, 40.0, 110.0]
