@@ -57,16 +57,14 @@ class FakeBackend:
 
     def observe(self) -> Snapshot:
         sim = self.sim
-        n_waiting = len(sim.jobs) - sim._next_arrival
-        next_arrival = sim.jobs[sim._next_arrival].submit_time if n_waiting else INF
         return Snapshot(now=sim.now, view=sim.view, finished=dict(sim.finished),
-                        n_waiting=n_waiting, next_arrival=next_arrival)
+                        n_waiting=sim.n_waiting, next_arrival=sim.next_arrival_time)
 
     def apply(self, decisions: Decisions, snapshot: Snapshot) -> list[Outcome]:
         sim = self.sim
         topology = sim.topology
         # The simulator's own transitions and checks, at the current instant.
-        sim._apply(Decisions(start=decisions.start, preempt=decisions.preempt), sim.now, set())
+        sim.apply(Decisions(start=decisions.start, preempt=decisions.preempt))
         outcomes = [Outcome("preempt", job_id, True) for job_id in decisions.preempt]
         for start in decisions.start:
             nodes = sorted({topology.gpu_node[g] for g in start.gpu_ids})

@@ -184,6 +184,20 @@ class Simulator:
             self.on_progress(len(self.records), len(self.jobs))
         return True
 
+    @property
+    def n_waiting(self) -> int:
+        """Jobs not yet submitted (their arrival lies in the future)."""
+        return len(self.jobs) - self._next_arrival
+
+    @property
+    def next_arrival_time(self) -> float:
+        """Submit time of the next job to arrive (inf if none)."""
+        return self.jobs[self._next_arrival].submit_time if self.n_waiting else INF
+
+    def apply(self, decisions: Decisions) -> None:
+        """Apply decisions made outside `step` at the current instant (a driver loop's hook)."""
+        self._apply(decisions, self.now, set())
+
     # -------------------------------------------------------------- decisions
     def _apply(self, decisions: Decisions, now: float, changed: set[str]) -> None:
         for job_id in decisions.preempt:

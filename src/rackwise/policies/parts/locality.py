@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from rackwise.cluster.allocation import FreeGpus
 from rackwise.cluster.topology import Topology
-from rackwise.policies.parts.placement import _fewest_nodes, _gpus_from
+from rackwise.policies.parts.placement import fewest_nodes, gpus_from
 from rackwise.workload.job import Job
 
 if TYPE_CHECKING:
@@ -76,18 +76,18 @@ def best_placement(free: FreeGpus, n_gpus: int, max_level: int) -> GpuIds | None
         leftover = free.free_in_rack(rack) - n_gpus
         if leftover < 0:
             continue
-        nodes = _fewest_nodes(free, rack_nodes, n_gpus)
+        nodes = fewest_nodes(free, rack_nodes, n_gpus)
         if nodes is None:  # pragma: no cover - the rack holds enough free GPUs
             continue
         key = (len(nodes), leftover, min(nodes))
         if best_key is None or key < best_key:
             best_key, best_nodes = key, nodes
     if best_key is not None:
-        return _gpus_from(free, best_nodes, n_gpus)
+        return gpus_from(free, best_nodes, n_gpus)
     if max_level <= L1:
         return None
-    nodes = _fewest_nodes(free, range(topology.n_nodes), n_gpus)
-    return None if nodes is None else _gpus_from(free, nodes, n_gpus)
+    nodes = fewest_nodes(free, range(topology.n_nodes), n_gpus)
+    return None if nodes is None else gpus_from(free, nodes, n_gpus)
 
 
 def place_in_domain(free: FreeGpus, n_gpus: int, level: int, domain: int) -> GpuIds | None:
@@ -95,8 +95,8 @@ def place_in_domain(free: FreeGpus, n_gpus: int, level: int, domain: int) -> Gpu
     if level == L0:
         ids = free.free_gpu_ids(domain)
         return tuple(ids[:n_gpus]) if len(ids) >= n_gpus else None
-    nodes = _fewest_nodes(free, free.topology.rack_nodes[domain], n_gpus)
-    return None if nodes is None else _gpus_from(free, nodes, n_gpus)
+    nodes = fewest_nodes(free, free.topology.rack_nodes[domain], n_gpus)
+    return None if nodes is None else gpus_from(free, nodes, n_gpus)
 
 
 def domain_free(free: FreeGpus, level: int, domain: int) -> int:

@@ -1,8 +1,10 @@
 """Turning an order of jobs into starts and preemptions.
 
 Ordering policies (FIFO, SJF, SRTF, Tiresias, ...) differ only in the order
-they rank jobs in and whether they preempt; the two functions here do the
-rest for all of them, with any placement strategy.
+they rank jobs in and whether they preempt; the functions here do the
+rest for all of them, with any placement strategy. `RankedQueue` and the
+`*_ranked` functions give the same decisions at a cost that does not grow
+with the length of the queue.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from rackwise.errors import UnknownNameError, suggest
 Placement = Callable[[FreeGpus, int, np.random.Generator], "tuple[int, ...] | None"]
 
 
-def _gpus_from(free: FreeGpus, nodes: Iterable[int], n_gpus: int) -> tuple[int, ...]:
+def gpus_from(free: FreeGpus, nodes: Iterable[int], n_gpus: int) -> tuple[int, ...]:
     """Take the lowest free GPU ids from the given nodes, in order, until n_gpus."""
     chosen: list[int] = []
     for node in nodes:
@@ -29,7 +29,7 @@ def _gpus_from(free: FreeGpus, nodes: Iterable[int], n_gpus: int) -> tuple[int, 
     return tuple(chosen)
 
 
-def _fewest_nodes(free: FreeGpus, nodes: Iterable[int], n_gpus: int) -> list[int] | None:
+def fewest_nodes(free: FreeGpus, nodes: Iterable[int], n_gpus: int) -> list[int] | None:
     """The fewest nodes among ``nodes`` that hold n_gpus free GPUs.
 
     Largest nodes first; the last one is the tightest node that covers the
@@ -68,12 +68,12 @@ def consolidated(free: FreeGpus, n_gpus: int, rng: np.random.Generator) -> tuple
     for rack, rack_nodes in enumerate(topology.rack_nodes):
         if free.free_in_rack(rack) < n_gpus:
             continue
-        nodes = _fewest_nodes(free, rack_nodes, n_gpus)
+        nodes = fewest_nodes(free, rack_nodes, n_gpus)
         if nodes is not None and (best is None or len(nodes) < len(best)):
             best = nodes
     if best is None:
-        best = _fewest_nodes(free, range(topology.n_nodes), n_gpus)
-    return None if best is None else _gpus_from(free, best, n_gpus)
+        best = fewest_nodes(free, range(topology.n_nodes), n_gpus)
+    return None if best is None else gpus_from(free, best, n_gpus)
 
 
 def first_fit(free: FreeGpus, n_gpus: int, rng: np.random.Generator) -> tuple[int, ...] | None:
@@ -81,7 +81,7 @@ def first_fit(free: FreeGpus, n_gpus: int, rng: np.random.Generator) -> tuple[in
     if n_gpus > free.n_free:
         return None
     nodes = (n for n in range(free.topology.n_nodes) if free.free_in_node(n) > 0)
-    return _gpus_from(free, nodes, n_gpus)
+    return gpus_from(free, nodes, n_gpus)
 
 
 def best_fit(free: FreeGpus, n_gpus: int, rng: np.random.Generator) -> tuple[int, ...] | None:
@@ -95,7 +95,7 @@ def best_fit(free: FreeGpus, n_gpus: int, rng: np.random.Generator) -> tuple[int
     counted = sorted(
         (free.free_in_node(n), n) for n in range(topology.n_nodes) if free.free_in_node(n) > 0
     )
-    return _gpus_from(free, (n for _, n in counted), n_gpus)
+    return gpus_from(free, (n for _, n in counted), n_gpus)
 
 
 def random_gpus(free: FreeGpus, n_gpus: int, rng: np.random.Generator) -> tuple[int, ...] | None:
