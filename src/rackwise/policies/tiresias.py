@@ -17,7 +17,7 @@ from rackwise.policies.parts.ordering import RankedQueue, preempt_ranked
 from rackwise.policies.parts.placement import get_placement
 from rackwise.workload.job import Job
 
-Key = tuple[int, int, str]  # (queue, order of entry into it, job id): lower runs first
+Key = tuple[int, int, int, str]  # (queue, pending?, order of entry, job id): lower runs first
 
 
 @dataclass(kw_only=True)
@@ -40,15 +40,21 @@ class Tiresias(BasePolicy):
     after entering Q1, so time queued before that first start does not
     count. A promoted job joins the back of Q1 with service and run time
     reset, i.e. a full Q1 quantum. A job preempted when already eligible is
-    promoted at the next event. Unlike the reference simulator, running jobs
-    are not moved ahead of pending ones within a queue: a queue's order is
-    its entry order alone.
+    promoted at the next event.
+
+    Within a queue, running jobs rank ahead of pending ones (the reference
+    simulator moves pending jobs behind running ones at every event), so a
+    job is preempted only by one from a higher queue. Without that rule a
+    demoted job would be preempted by every earlier entrant of its new queue
+    and the cluster would churn; ``running_first=False`` keeps the pure
+    entry order for comparison.
 
     Args:
         queue_limits_gpu_s: Upper service limit of each queue but the last,
             strictly increasing (K = len + 1 queues; ``()`` is FIFO).
         promote_knob: PROMOTEKNOB; ``None`` turns promotion off.
         placement: A placement strategy name (see ``rackwise policies``).
+        running_first: Rank running jobs ahead of pending ones in a queue.
     """
 
     name: ClassVar[str] = "tiresias"
@@ -56,6 +62,7 @@ class Tiresias(BasePolicy):
     queue_limits_gpu_s: tuple[float, ...] = (3_600.0,)
     promote_knob: float | None = 8.0
     placement: str = "consolidated"
+    running_first: bool = True
 
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
@@ -151,11 +158,11 @@ class Tiresias(BasePolicy):
 
     # ------------------------------------------------------------- run state
     def _enter(self, view: ClusterView, job_id: str, queue: int, now: float) -> None:
-        key = (queue, self.next_seq_, job_id)
+        state = view.running.get(job_id)
+        key = self._key(queue, self.next_seq_, job_id, running=state is not None)
         self.next_seq_ += 1
         self.queue_of_[job_id] = queue
         self.key_of_[job_id] = key
-        state = view.running.get(job_id)
         if state is None:
             self.pending_.add(job_id, view.pending[job_id].job.n_gpus, key)
             return
@@ -168,15 +175,17 @@ class Tiresias(BasePolicy):
         self.pending_.discard(job_id)
         self.promote_at_.pop(job_id, None)
         self.first_run_.setdefault(job_id, now)
-        key = self.key_of_[job_id]
+        queue, _, seq, _ = self.key_of_[job_id]
+        key = self.key_of_[job_id] = self._key(queue, seq, job_id, running=True)
         self._add_running(key, state.job.n_gpus)
         service = state.attained_gpu_s - self.base_gpu_s_[job_id]
         self._arm_demotion(job_id, key[0], service, state.job.n_gpus, now)
 
     def _on_preempt(self, view: ClusterView, job_id: str, now: float) -> None:
         state = view.running[job_id]
-        key = self.key_of_[job_id]
-        self._drop_running(key)
+        self._drop_running(self.key_of_[job_id])
+        queue, _, seq, _ = self.key_of_[job_id]
+        key = self.key_of_[job_id] = self._key(queue, seq, job_id, running=False)
         self.demote_at_.pop(job_id, None)
         self.pending_.add(job_id, state.job.n_gpus, key)
         if self.promote_knob is None or key[0] == 0:
@@ -202,6 +211,9 @@ class Tiresias(BasePolicy):
         at = max(at, math.nextafter(now, math.inf))
         self.demote_at_[job_id] = at
         heappush(self.demote_heap_, (at, job_id))
+
+    def _key(self, queue: int, seq: int, job_id: str, *, running: bool) -> Key:
+        return (queue, 0 if running or not self.running_first else 1, seq, job_id)
 
     def _add_running(self, key: Key, n_gpus: int) -> None:
         index = bisect_left(self.running_, key)
