@@ -29,6 +29,6 @@ def test_fake_backend_replays_a_trace_and_logs_every_decision(tmp_path: Path) ->
 
 
 def test_unknown_backend_is_a_one_line_error() -> None:
-    result = CliRunner().invoke(app, ["--backend", "kubernetes"])
+    result = CliRunner().invoke(app, ["--backend", "nomad"])
     assert result.exit_code == 2
-    assert "unknown backend 'kubernetes'" in result.output
+    assert "unknown backend 'nomad'" in result.output

@@ -17,7 +17,7 @@ import logging
 import time as wallclock
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal, Protocol
+from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from rackwise.errors import InvalidDecisionError, RackwiseError
 from rackwise.metrics.records import JobRecord
 from rackwise.policies.base import Decisions, Policy
 from rackwise.workload.state import JobState
+
+if TYPE_CHECKING:
+    from rackwise.forecast.snapshot import ClusterSnapshot
 
 log = logging.getLogger("rackwise.serve")
 
@@ -123,6 +126,38 @@ class Backend(Protocol):
     def records(self) -> list[JobRecord]:
         """One record per job that has finished so far."""
         ...
+
+
+class SnapshotSource(Protocol):
+    """A backend that can describe itself for a forecast (``rackwise forecast``).
+
+    ``snapshot()`` returns the same `rackwise.forecast.snapshot.ClusterSnapshot`
+    the simulator produces: running jobs with their GPUs and progress, the
+    pending queue in order, GPUs nobody may use as ``held_gpus``, jobs known
+    to arrive later as ``arrivals``, ``node_names`` and ``taken_wall_s``.
+    Building one from an observed view is
+    `rackwise.forecast.snapshot.from_view`. It must only read: no holds, no
+    comment or label writes, since a forecast may run beside a live loop.
+    """
+
+    def snapshot(self) -> ClusterSnapshot: ...
+
+
+def snapshot_of_backend(backend: Backend) -> ClusterSnapshot:
+    """``backend.snapshot()``, or one built from ``observe()`` for a backend without it.
+
+    The fallback is right only for backends whose ``observe`` changes
+    nothing on the cluster.
+    """
+    own = getattr(backend, "snapshot", None)
+    if callable(own):
+        return own()  # type: ignore[no-any-return]
+    from rackwise.forecast.snapshot import from_view
+
+    observed = backend.observe()
+    return from_view(observed.view, observed.now, source=backend.name,
+                     node_names=tuple(getattr(backend, "node_names", ())),
+                     taken_wall_s=wallclock.time())
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rackwise.backends.base import INF, Outcome, Snapshot
 from rackwise.backends.slurm_cli import SlurmCli, SlurmCommandError, gpu_indices, job_gpu_count
@@ -35,6 +35,9 @@ from rackwise.perf.base import IdealPerf, PerfModel
 from rackwise.policies.base import Decisions
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState, Status
+
+if TYPE_CHECKING:
+    from rackwise.forecast.snapshot import ClusterSnapshot
 
 log = logging.getLogger("rackwise.serve.slurm")
 
@@ -159,6 +162,26 @@ class SlurmBackend:
         self._last_kind = {m.slurm_id: (m.kind, m.restart_cnt) for m in managed.values()}
         self._current = managed
         return snapshot
+
+    def snapshot(self) -> ClusterSnapshot:
+        """The cluster for a forecast (`backends.base.SnapshotSource`), read without changing it.
+
+        Unlike `observe`, nothing is held or re-tagged. Each job's predicted
+        duration is its own ``duration_s`` (the trace's, or its time limit),
+        and jobs whose trace submit time is still to come are ``arrivals``.
+        """
+        from rackwise.forecast.snapshot import from_view
+
+        raw_jobs = self.cli.jobs()
+        raw_nodes = self.cli.nodes()
+        wall = self._clock()
+        self._resolve_clock(raw_jobs)
+        now = self.wall_to_now(wall)
+        managed = self._classify(raw_jobs, now)
+        observed = self._build(managed, raw_jobs, raw_nodes, wall, now)
+        waiting = [m.job for m in managed.values() if m.kind == "waiting"]
+        return from_view(observed.view, now, source=self.name, arrivals=waiting,
+                         node_names=self.node_names, taken_wall_s=wall)
 
     def _classify(self, raw_jobs: list[dict[str, Any]], now: float) -> dict[str, _Managed]:
         chosen: dict[str, _Managed] = {}

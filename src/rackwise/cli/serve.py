@@ -5,6 +5,7 @@ Examples:
     rackwise serve --backend slurm --policy fifo --submit-trace philly_2017 --first-n 10 \\
         --time-scale 3600 --exit-when-idle
     rackwise serve --backend fake --policy fifo --submit-trace philly_2017 --first-n 100
+    rackwise serve --backend kubernetes --policy tiresias --scheduler-name rackwise
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from rackwise.errors import InputError
 
 
 def serve(
-    backend: Annotated[str, typer.Option(help="slurm, or fake (an in-process simulated cluster).")] = "slurm",
+    backend: Annotated[str, typer.Option(help="slurm, kubernetes, or fake (an in-process simulated cluster).")] = "slurm",
     policy: Annotated[str, typer.Option(help="Scheduling policy (see `rackwise policies`).")] = "fifo",
     param: Annotated[Optional[list[str]], typer.Option("--param", "-p", help="Policy parameter key=value (repeatable).")] = None,
     cluster: Annotated[Optional[Path], typer.Option(help="Cluster spec (YAML/TOML); for slurm it must list the partition's GPU nodes in name order. Default for slurm: read from Slurm.")] = None,
@@ -45,6 +46,10 @@ def serve(
     metrics_addr: Annotated[str, typer.Option(help="Address for the metrics endpoint.")] = "127.0.0.1",
     decision_log: Annotated[Optional[Path], typer.Option(help="Append every decision as a JSON line to this file.")] = None,
     records_out: Annotated[Optional[Path], typer.Option(help="Write finished jobs' records (CSV) here on exit.")] = None,
+    kubeconfig: Annotated[Optional[Path], typer.Option(help="kubernetes: kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster).")] = None,
+    scheduler_name: Annotated[str, typer.Option(help="kubernetes: schedule pods with this spec.schedulerName.")] = "rackwise",
+    namespace: Annotated[Optional[str], typer.Option(help="kubernetes: only schedule pods of this namespace (default: all).")] = None,
+    rack_label: Annotated[str, typer.Option(help="kubernetes: node label naming each node's rack.")] = "topology.kubernetes.io/zone",
     nodes: Annotated[int, typer.Option(help="fake backend: nodes of a homogeneous cluster.")] = 4,
     gpus_per_node: Annotated[int, typer.Option(help="fake backend: GPUs per node.")] = 4,
     nodes_per_rack: Annotated[int, typer.Option(help="fake backend: nodes per rack.")] = 2,
@@ -74,8 +79,19 @@ def serve(
             the_backend, poll_workload_s = _fake_backend(jobs, cluster, nodes, gpus_per_node,
                                                          nodes_per_rack, seed), None
             exit_when_idle = True
+        elif backend == "kubernetes":
+            if jobs:
+                raise InputError("the kubernetes backend schedules pods that exist; it submits "
+                                 "no trace", field="--submit-trace")
+            from rackwise.backends.kubernetes import KubernetesBackend
+            from rackwise.backends.kubernetes_api import KubeApi
+
+            the_backend, poll_workload_s = KubernetesBackend(
+                api=KubeApi(kubeconfig=kubeconfig), scheduler_name=scheduler_name,
+                namespace=namespace, rack_label=rack_label, poll_s=poll_s), None
         else:
-            raise InputError(f"unknown backend '{backend}'; known: slurm, fake", field="--backend")
+            raise InputError(f"unknown backend '{backend}'; known: slurm, kubernetes, fake",
+                             field="--backend")
 
         observers: list[Any] = []
         metrics = None
