@@ -8,6 +8,7 @@ from rackwise.cluster.topology import uniform_cluster
 from rackwise.errors import InputError
 from rackwise.perf.base import IdealPerf
 from rackwise.policies.base import Decisions
+from rackwise.policies.parts.ordering import preempt_to_order
 from rackwise.policies.registry import make_policy
 from rackwise.policies.tiresias import Tiresias
 from rackwise.sim.engine import Simulator, simulate
@@ -152,3 +153,43 @@ def test_registered_and_parameters_validated() -> None:
     with pytest.raises(InputError, match="queue_limits_gpu_s"):
         simulate(uniform_cluster(1, 4, 1), [Job("J1", 0.0, 1, 10.0)],
                  Tiresias(queue_limits_gpu_s=(7200.0, 3600.0)))
+
+
+class _Crosscheck(Tiresias):
+    """Checks every decision against `preempt_to_order` over the full rank order."""
+
+    def schedule(self, view, now):  # type: ignore[no-untyped-def]
+        import rackwise.policies.tiresias as module
+
+        real = module.preempt_ranked
+
+        def both(view_, keys, gpus, queue, place, rng):  # type: ignore[no-untyped-def]
+            active = [*view_.running.values(), *view_.pending.values()]
+            order = sorted(active, key=lambda s: self.key_of_[s.job_id])
+            fast = real(view_, keys, gpus, queue, place, rng)
+            slow = preempt_to_order(view_, order, place, rng)
+            assert (fast.start, fast.preempt) == (slow.start, slow.preempt), now
+            self.n_checked_ += 1
+            self.n_preempted_ += len(fast.preempt)
+            return fast
+
+        module.preempt_ranked = both
+        try:
+            return super().schedule(view, now)
+        finally:
+            module.preempt_ranked = real
+
+
+def test_fast_ranking_matches_preempt_to_order() -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(11)
+    n = 60
+    submit = np.cumsum(rng.exponential(40.0, n))
+    widths = rng.choice([1, 1, 2, 3, 4, 8], n)
+    durations = rng.lognormal(np.log(900.0), 1.0, n)
+    jobs = [Job(f"j{i:02d}", float(submit[i]), int(widths[i]), float(durations[i])) for i in range(n)]
+    policy = _Crosscheck(queue_limits_gpu_s=(600.0, 4000.0), promote_knob=2.0)
+    policy.n_checked_ = policy.n_preempted_ = 0
+    Simulator(uniform_cluster(3, 4, 2), jobs, policy, perf=IdealPerf(checkpoint_restore_s=10.0)).run()
+    assert policy.n_checked_ > 50 and policy.n_preempted_ > 10
