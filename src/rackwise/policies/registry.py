@@ -28,6 +28,8 @@ POLICIES: dict[str, str] = {
     "tiresias": "rackwise.policies.tiresias:Tiresias",
     "asrpt": "rackwise.policies.asrpt:Asrpt",
     "asrpt-oracle": "rackwise.policies.asrpt:AsrptOracle",
+    "combined": "rackwise.policies.combined:Combined",
+    "marl": "rackwise.policies.marl:Marl",
 }
 
 

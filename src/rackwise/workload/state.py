@@ -101,17 +101,26 @@ class JobState:
     # --------------------------------------------------------- engine updates
     def advance(self, now: float) -> None:
         """Bring progress counters up to ``now`` (engines only)."""
-        if self.status is Status.RUNNING and now > self.last_update:
+        last = self.last_update
+        if self.status is Status.RUNNING and now > last:
+            # NOTE: `iters_at` inlined, same arithmetic: the engine calls this for
+            # every re-rated job, and the extra call was a visible share of a run.
             before = self.iters_done
-            self.iters_done = self.iters_at(now)
-            if self.comm_s_per_iter:
-                done = self.iters_done - before
-                self.comm_s += done * self.comm_s_per_iter
-                self.comm_extra_s += done * self.comm_extra_s_per_iter
-            elapsed = now - self.last_update
+            busy = self.busy_until
+            productive = now - (last if last >= busy else busy)
+            if productive > 0.0:
+                total = self.job.total_iters
+                grown = before + productive * self.rate_iters_per_s
+                self.iters_done = total if total <= grown else grown
+                if self.comm_s_per_iter:
+                    done = self.iters_done - before
+                    self.comm_s += done * self.comm_s_per_iter
+                    self.comm_extra_s += done * self.comm_extra_s_per_iter
+            elapsed = now - last
             self.attained_gpu_s += self.job.n_gpus * self.copies * elapsed
             self.run_time_s += elapsed
-        self.last_update = max(self.last_update, now)
+        if now > last:
+            self.last_update = now
 
     def __repr__(self) -> str:
         return (f"JobState({self.job_id!r}, {self.status.value}, gpus={len(self.gpu_ids)}, "

@@ -5,6 +5,7 @@
   placement on that type, and cached per job and type.
 - `place_on_type`: which free GPUs of one type a job gets (lease extension
   first, then one node if any fits, else the fewest nodes).
+- `TypeMask`: the free GPUs of one type only, for any placement strategy.
 - `RoundClock`: when a round-based policy's next round is due.
 """
 
@@ -138,6 +139,40 @@ def place_on_type(free: FreeGpus, node_ids: Iterable[int], n_gpus: int,
         if len(chosen) == n_gpus:
             break
     return tuple(chosen)
+
+
+class TypeMask:
+    """A `FreeGpus` that sees only the given nodes (one GPU type's); others look full.
+
+    Lets any placement strategy (e.g. `parts.locality.best_placement`) choose
+    among the GPUs of one type, on the live allocation or a tentative overlay.
+    Cost per question is proportional to the nodes of the type, not the cluster.
+    """
+
+    def __init__(self, free: FreeGpus, node_ids: Iterable[int]) -> None:
+        self.topology = free.topology
+        self._free = free
+        self._nodes = tuple(sorted(node_ids))
+        self._member = frozenset(self._nodes)
+        self._rack_nodes = [tuple(n for n in nodes if n in self._member)
+                            for nodes in self.topology.rack_nodes]
+
+    @property
+    def n_free(self) -> int:
+        return sum(self._free.free_in_node(n) for n in self._nodes)
+
+    def free_in_node(self, node_id: int) -> int:
+        return self._free.free_in_node(node_id) if node_id in self._member else 0
+
+    def free_in_rack(self, rack_id: int) -> int:
+        return sum(self._free.free_in_node(n) for n in self._rack_nodes[rack_id])
+
+    def free_gpu_ids(self, node_id: int) -> list[int]:
+        return self._free.free_gpu_ids(node_id) if node_id in self._member else []
+
+    def tightest_node(self, n_gpus: int) -> int | None:
+        counted = [(c, n) for n in self._nodes if (c := self._free.free_in_node(n)) >= max(n_gpus, 1)]
+        return min(counted)[1] if counted else None
 
 
 @dataclass

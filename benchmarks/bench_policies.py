@@ -1,0 +1,174 @@
+"""Per-policy cost: simulation speed on the full traces, and one decision at scale.
+
+Two figures, each measured in a fresh process (so max RSS belongs to that run):
+
+* ``speed``: the whole trace under one policy (philly_2017 on 512 GPUs,
+  itp_2021 on 1,280), jobs simulated per second of wall and CPU time, peak
+  memory. A run past ``--limit-s`` seconds is stopped and reported as skipped.
+* ``decision``: one ``schedule(view, now)`` call on a built state of
+  10,000 GPUs (1,250 nodes of 8, 16 per rack) with ``--pending`` jobs waiting
+  and ~90% of the GPUs busy; jobs are the first of philly_2017. The state is
+  built directly (allocation, running and pending tables, the policy's hooks
+  called as the engine would), not by stepping a simulator.
+
+    python benchmarks/bench_policies.py decision
+    python benchmarks/bench_policies.py speed --policies fifo,tiresias --traces philly_2017
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEED_CLUSTERS = {"philly_2017": (64, 8, 8), "itp_2021": (160, 8, 8)}
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True, cwd=ROOT).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _rss_mib() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def speed(policy: str, trace: str) -> dict[str, object]:
+    """Simulate a whole trace under one policy."""
+    from rackwise import traces
+    from rackwise.cluster.topology import uniform_cluster
+    from rackwise.policies.registry import make_policy
+    from rackwise.sim.engine import Simulator
+
+    topology = uniform_cluster(*SPEED_CLUSTERS[trace])
+    jobs = traces.load(trace).drop_oversized(topology.n_gpus)
+    wall, cpu = time.perf_counter(), time.process_time()
+    result = Simulator(topology, jobs, make_policy(policy), seed=0).run()
+    wall_s, cpu_s = time.perf_counter() - wall, time.process_time() - cpu
+    n = len(result.records)
+    return {"figure": "speed", "policy": policy, "trace": trace, "cluster_gpus": topology.n_gpus,
+            "n_jobs": n, "n_steps": result.n_steps, "simulate_s": round(wall_s, 2),
+            "cpu_s": round(cpu_s, 2), "jobs_per_s": round(n / wall_s), "jobs_per_cpu_s": round(n / cpu_s),
+            "peak_rss_mib": _rss_mib()}
+
+
+def decision(policy_name: str, n_pending: int, n_nodes: int, busy_frac: float,
+             repeat: int) -> dict[str, object]:
+    """Time one ``schedule`` call on freshly built states (best and median of ``repeat``)."""
+    import numpy as np
+
+    from rackwise import traces
+    from rackwise.cluster.topology import uniform_cluster
+    from rackwise.perf.base import IdealPerf
+    from rackwise.policies.parts.placement import consolidated
+    from rackwise.policies.registry import make_policy
+    from rackwise.sim.engine import Simulator
+    from rackwise.workload.state import JobState, Status
+
+    topology = uniform_cluster(n_nodes, 8, 16)
+    pool = [j for j in traces.load("philly_2017", first_n=4 * n_pending + 20_000)
+            if j.n_gpus <= 64]
+    walls, cpus, n_started = [], [], 0
+    for _ in range(repeat):
+        policy = make_policy(policy_name)
+        sim = Simulator(topology, [], policy, perf=IdealPerf(), seed=0)
+        rng = np.random.default_rng(0)
+        policy.reset(sim.view, sim._policy_rng)
+        now = max(j.submit_time for j in pool) + 1.0
+        sim.now = sim.view.now = now
+        jobs = iter(pool)
+        target_busy = int(busy_frac * topology.n_gpus)
+        running = []
+        # Fill the cluster first, as if these jobs had started at their submit time.
+        while topology.n_gpus - sim.allocation.n_free < target_busy:
+            job = next(jobs)
+            gpus = consolidated(sim.allocation, job.n_gpus, rng)
+            if gpus is None:
+                break
+            state = JobState(job)
+            sim.allocation.allocate(job.job_id, gpus)
+            state.status, state.gpu_ids = Status.RUNNING, gpus
+            state.run_start = state.first_start = state.last_update = job.submit_time
+            state.rate_iters_per_s = job.total_iters / job.duration_s
+            state.n_nodes, state.n_racks = topology.spread(gpus)
+            sim.running[job.job_id] = state
+            running.append(state)
+        for _ in range(n_pending):
+            job = next(jobs)
+            sim.pending[job.job_id] = JobState(job)
+        for state in sorted([*running, *sim.pending.values()], key=lambda s: s.job.submit_time):
+            policy.on_arrival(state.job, state.job.submit_time)
+        wall, cpu = time.perf_counter(), time.process_time()
+        decisions = policy.schedule(sim.view, now)
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
+        n_started = len(decisions.start)
+    return {"figure": "decision", "policy": policy_name, "cluster_gpus": topology.n_gpus,
+            "n_pending": n_pending, "n_running": len(running), "busy_frac": busy_frac,
+            "decision_ms_best": round(1e3 * min(walls), 2),
+            "decision_ms_median": round(1e3 * sorted(walls)[len(walls) // 2], 2),
+            "decision_cpu_ms_best": round(1e3 * min(cpus), 2), "n_started": n_started,
+            "peak_rss_mib": _rss_mib()}
+
+
+def _child(queue: multiprocessing.Queue, fn: str, args: tuple) -> None:  # type: ignore[type-arg]
+    try:
+        queue.put(globals()[fn](*args))
+    except Exception as exc:  # reported as a row, so one failing policy does not stop the rest
+        queue.put({"error": f"{type(exc).__name__}: {exc}"})
+
+
+def in_fresh_process(fn: str, args: tuple, limit_s: float) -> dict[str, object]:
+    """Run ``fn(*args)`` in a new process; stop it after ``limit_s`` seconds."""
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    process = context.Process(target=_child, args=(queue, fn, args))
+    process.start()
+    process.join(limit_s)
+    if process.is_alive():
+        process.terminate()
+        process.join()
+        return {"skipped": f"took more than {limit_s:.0f} s"}
+    return queue.get() if not queue.empty() else {"error": f"exit code {process.exitcode}"}
+
+
+def main() -> None:
+    from rackwise.policies.registry import POLICIES
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("figure", choices=("speed", "decision"))
+    parser.add_argument("--policies", default=",".join(sorted(POLICIES)))
+    parser.add_argument("--traces", default="philly_2017,itp_2021")
+    parser.add_argument("--limit-s", type=float, default=300.0)
+    parser.add_argument("--pending", type=int, default=5_000)
+    parser.add_argument("--nodes", type=int, default=1_250)
+    parser.add_argument("--busy-frac", type=float, default=0.9)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    common = {"command": " ".join(["python", *sys.argv]), "commit": _commit(),
+              "machine": f"{platform.machine()} {platform.processor()} {multiprocessing.cpu_count()} cpus",
+              "python": platform.python_version()}
+    for policy in args.policies.split(","):
+        if args.figure == "speed":
+            for trace in args.traces.split(","):
+                row = in_fresh_process("speed", (policy, trace), args.limit_s)
+                print(json.dumps({"figure": "speed", "policy": policy, "trace": trace, **row, **common}),
+                      flush=True)
+        else:
+            row = in_fresh_process("decision", (policy, args.pending, args.nodes, args.busy_frac,
+                                                args.repeat), args.limit_s)
+            print(json.dumps({"figure": "decision", "policy": policy, **row, **common}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+"""``combined``: A-SRPT's ordering, network-sensitive delay placement and GPU-type choice.
+
+One policy built from three research designs, each reused, not re-written:
+
+1. **Who goes first** is A-SRPT's (`rackwise.policies.asrpt`): a virtual
+   single machine runs preemptive SRPT on predicted work, and its order
+   decides which jobs start, which are backfilled and which are preempted.
+   The ``predictor`` parameter is the same as ``asrpt``'s (``"oracle"`` gives
+   the ``asrpt-oracle`` variant).
+2. **How close** is dally's (`rackwise.policies.delay`): a job's slowdown
+   when spread puts it in a sensitivity class (`parts.locality.SigmaEstimator`),
+   and the class's timers say how long it waits for a node, then a rack,
+   before it may spread across racks.
+3. **Which GPU type** follows Gavel and Hadar (`parts.heterogeneity`): each
+   job's throughput on every type is asked of the performance model, and
+   the job takes the fastest type that has room at its allowed level. A
+   type much slower than its best (``min_speed_frac``) is refused until the
+   job has waited ``type_wait_s``.
+
+Among the placements that pass, the one the performance model rates fastest
+right now wins (so spread and interference count as much as the GPU type).
+docs/policies/combined.md measures it against each design alone.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+import numpy as np
+
+from rackwise.cluster.allocation import Allocation, TentativeAllocation
+from rackwise.cluster.view import ClusterView
+from rackwise.policies.asrpt import Asrpt
+from rackwise.policies.base import Decisions
+from rackwise.policies.parts.graph_placement import GraphPlacement, placement_cost
+from rackwise.policies.parts.heterogeneity import TypeMask, TypeThroughputs, nodes_by_type
+from rackwise.policies.parts.job_graph import build_job_graph
+from rackwise.policies.parts.locality import (
+    L2, SigmaEstimator, best_placement, main_gpu_type, target_level)
+from rackwise.workload.job import Job
+from rackwise.workload.state import JobState
+
+DELAY = "delay"  # the ``placement`` value that turns on parts 2 and 3
+
+
+@dataclass(kw_only=True)
+class Combined(Asrpt):
+    """Predicted-SRPT ordering, sensitivity-class delay timers, fastest-GPU-type placement.
+
+    Every `Asrpt` parameter applies (``predictor``, ``preempt``, ``epsilon``,
+    ``min_run_s``, ``tick_s``, ...); ``placement="delay"`` is this policy's
+    placement, and any other value falls back to A-SRPT's (an ablation).
+
+    Args:
+        timer_low_s, timer_med_s, timer_high_s: Seconds a job of the class waits
+            at L0 (one node) and then at L1 (one rack) before relaxing one level.
+        med_threshold, high_threshold: σ at L2 from which a job is ``med`` or ``high``.
+        fallback_l1_frac: When the model's rates carry no information, σ(L2)
+            is ``job.comm_sensitivity`` and σ(L1) this fraction of it.
+        min_speed_frac: A GPU type whose throughput for the job is below this
+            share of its best type's is refused ...
+        type_wait_s: ... until the job has waited this long; then it may also
+            take GPUs of mixed types.
+    """
+
+    name: ClassVar[str] = "combined"
+
+    placement: str = DELAY
+    timer_low_s: tuple[float, float] = (0.0, 0.0)
+    timer_med_s: tuple[float, float] = (300.0, 300.0)
+    timer_high_s: tuple[float, float] = (1_800.0, 1_800.0)
+    med_threshold: float = 0.2
+    high_threshold: float = 0.5
+    fallback_l1_frac: float = 0.5
+    min_speed_frac: float = 0.5
+    type_wait_s: float = 1_800.0
+
+    def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
+        super().reset(view, rng)
+        topology = view.topology
+        self.sigmas_ = SigmaEstimator(main_gpu_type(topology), self.fallback_l1_frac)
+        self.type_rates_ = TypeThroughputs(topology)
+        self.type_nodes_ = nodes_by_type(topology)
+        self.class_of_: dict[str, str] = {}
+        # The view of the call in progress (placement is asked from inside
+        # Asrpt.schedule); None between calls, so the view is never kept.
+        self.view_: ClusterView | None = None
+        self.now_ = 0.0
+
+    def on_completion(self, job: Job, now: float) -> None:
+        super().on_completion(job, now)
+        self.class_of_.pop(job.job_id, None)
+        self.type_rates_.forget(job.job_id)
+
+    # ---------------------------------------------------------------- schedule
+    def schedule(self, view: ClusterView, now: float) -> Decisions:
+        self.view_, self.now_ = view, now
+        try:
+            decisions = super().schedule(view, now)
+        finally:
+            self.view_ = None
+        if self.placement != DELAY:
+            return decisions
+        # Wake when a waiting job may next relax a level or take a slower type
+        # (A-SRPT's ticks may be off, or not on the timers' instants).
+        started = {start.job_id for start in decisions.start}
+        wake = decisions.wake_at if decisions.wake_at is not None else math.inf
+        several_types = len(self.type_rates_.types) > 1
+        for job_id, state in view.pending.items():
+            if job_id not in started:
+                wake = min(wake, self._allowed(view, state, now)[1])
+                if several_types and (type_at := state.queued_since + self.type_wait_s) > now:
+                    wake = min(wake, type_at)
+        return replace(decisions, wake_at=wake if wake < math.inf else None)
+
+    # ------------------------------------------------------------- delay state
+    def sensitivity_class(self, view: ClusterView, job: Job) -> str:
+        """``low``, ``med`` or ``high``, from σ at L2 (cached per job)."""
+        cls = self.class_of_.get(job.job_id)
+        if cls is None:
+            sigma = self.sigmas_.sigma(view.perf, view.topology, view.running, job)[2]
+            cls = ("low" if sigma < self.med_threshold else
+                   "med" if sigma < self.high_threshold else "high")
+            self.class_of_[job.job_id] = cls
+        return cls
+
+    def _allowed(self, view: ClusterView, state: JobState, now: float) -> tuple[int, float]:
+        """(loosest level the job may take now, when it may relax next; inf if never).
+
+        The timers run from when the job last entered the queue: ``t0`` at its
+        target level, then ``t1`` at L1, as dally's delay engine would relax it.
+        """
+        cls = self.sensitivity_class(view, state.job)
+        timers = {"low": self.timer_low_s, "med": self.timer_med_s, "high": self.timer_high_s}[cls]
+        level = target_level(view.topology, state.job.n_gpus)
+        deadline = state.queued_since
+        while level < L2:
+            deadline += timers[level]
+            if now < deadline:
+                return level, deadline
+            level += 1
+        return L2, math.inf
+
+    # ---------------------------------------------------------------- placement
+    def _placement(self, free: Allocation | TentativeAllocation, job: Job) -> GraphPlacement | None:
+        view = self.view_
+        if self.placement != DELAY or view is None:
+            return super()._placement(free, job)
+        gpus = self._delay_gpus(view, free, job)
+        if gpus is None:
+            return None
+        graph = self.graphs_.get(job.job_id)
+        if graph is None:
+            graph = self.graphs_[job.job_id] = build_job_graph(job)
+        return placement_cost(graph, gpus, view.topology)
+
+    def _delay_gpus(self, view: ClusterView, free: Allocation | TentativeAllocation,
+                    job: Job) -> tuple[int, ...] | None:
+        """GPUs on the fastest acceptable type at the job's allowed level, or None (wait)."""
+        state = view.pending.get(job.job_id) or JobState(job)
+        n_gpus = job.n_gpus
+        ideal = free is self.empty_  # sizing the job on the virtual machine: its best case
+        if ideal:
+            level, waited_s = L2, math.inf
+        else:
+            level, _ = self._allowed(view, state, self.now_)
+            waited_s = self.now_ - state.queued_since
+        rates = self.type_rates_.of(view, state)
+        types = self.type_rates_.types
+        best_rate = float(rates.max()) if len(rates) else 0.0
+        candidates: list[tuple[int, ...]] = []
+        for j in sorted(range(len(types)), key=lambda j: (-rates[j], types[j])):
+            if rates[j] <= 0.0 or (rates[j] < self.min_speed_frac * best_rate
+                                   and waited_s < self.type_wait_s):
+                break
+            gpus = best_placement(TypeMask(free, self.type_nodes_[types[j]]), n_gpus, level)
+            if gpus is not None:
+                candidates.append(gpus)
+                if ideal:
+                    break
+        if not candidates and level == L2 and (best_rate <= 0.0 or waited_s >= self.type_wait_s):
+            mixed = best_placement(free, n_gpus, L2)  # no single type will do: mix them
+            if mixed is not None:
+                candidates.append(mixed)
+        if len(candidates) <= 1 or ideal:
+            return candidates[0] if candidates else None
+        # The what-if rate weighs the GPU type against spread and neighbours; ties keep type order.
+        best, best_gpus = -math.inf, candidates[0]
+        for gpus in candidates:
+            rate = view.rate_on(state, gpus)
+            if rate > best:
+                best, best_gpus = rate, gpus
+        return best_gpus
