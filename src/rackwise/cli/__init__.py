@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from rackwise.cli import policies, serve, simulate, traces
+from rackwise.cli import policies, report, serve, simulate, traces
 
 app = typer.Typer(
     name="rackwise",
@@ -20,6 +20,7 @@ app = typer.Typer(
 app.command("simulate")(simulate.simulate)
 app.command("policies")(policies.list_policies)
 app.command("serve")(serve.serve)
+app.command("report")(report.report)
 app.add_typer(traces.app, name="traces")
 
 
