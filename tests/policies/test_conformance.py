@@ -173,6 +173,30 @@ def check_finishes_tiny_trace(name: str) -> None:
         assert record.run_time_s > 0.0 and record.gpu_s > 0.0
 
 
+def check_adopts_a_running_cluster(name: str) -> None:
+    """A fresh policy takes over mid-run, as after a restart of `rackwise serve`.
+
+    It is reset on a view that already holds running and pending jobs, told
+    of each of them as an arrival (what a driver loop that finds them does),
+    and must then finish the trace with valid decisions only.
+    """
+    first = load(name)
+    sim = Simulator(CLUSTER, TRACE, first, seed=0)
+    first.reset(sim.view, np.random.default_rng(1))
+    # Round-based policies start jobs only at their first round: step until some run.
+    while sim.step() and not (sim.running and len(sim.records) >= 3):
+        pass
+    assert sim.running, "the trace should keep the cluster busy at this point"
+    fresh = load(name)
+    fresh.reset(sim.view, np.random.default_rng(2))
+    for state in [*sim.running.values(), *sim.pending.values()]:
+        fresh.on_arrival(state.job, sim.now)
+    sim.policy = fresh
+    while sim.step():
+        pass
+    assert len(sim.records) == len(TRACE), f"'{name}' lost jobs after taking over"
+
+
 PolicyCheck = Callable[[str], None]
 POLICY_CHECKS: list[PolicyCheck] = [
     check_default_constructible,
@@ -183,6 +207,7 @@ POLICY_CHECKS: list[PolicyCheck] = [
     check_reset_makes_it_fresh,
     check_pickles_mid_run,
     check_finishes_tiny_trace,
+    check_adopts_a_running_cluster,
 ]
 
 

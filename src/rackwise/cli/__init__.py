@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from rackwise.cli import policies, report, serve, simulate, traces
+from rackwise.cli import forecast, policies, report, serve, simulate, traces
 
 app = typer.Typer(
     name="rackwise",
@@ -21,6 +21,7 @@ app.command("simulate")(simulate.simulate)
 app.command("policies")(policies.list_policies)
 app.command("serve")(serve.serve)
 app.command("report")(report.report)
+app.command("forecast")(forecast.forecast)
 app.add_typer(traces.app, name="traces")
 
 

@@ -44,6 +44,8 @@ def serve(
     exit_when_idle: Annotated[bool, typer.Option(help="Stop once no managed job is pending, running or to arrive.")] = False,
     metrics_port: Annotated[Optional[int], typer.Option(help="Serve Prometheus metrics on this port (needs the serve extra).")] = None,
     metrics_addr: Annotated[str, typer.Option(help="Address for the metrics endpoint.")] = "127.0.0.1",
+    forecast_port: Annotated[Optional[int], typer.Option(help="Serve GET /forecast (JSON) on this port, on --metrics-addr; with --metrics-port also forecast gauges.")] = None,
+    forecast_every_s: Annotated[float, typer.Option(help="Wall seconds between forecasts for --forecast-port.")] = 30.0,
     decision_log: Annotated[Optional[Path], typer.Option(help="Append every decision as a JSON line to this file.")] = None,
     records_out: Annotated[Optional[Path], typer.Option(help="Write finished jobs' records (CSV) here on exit.")] = None,
     kubeconfig: Annotated[Optional[Path], typer.Option(help="kubernetes: kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster).")] = None,
@@ -102,6 +104,17 @@ def serve(
             port = metrics.start_http(metrics_port, metrics_addr)
             console.print(f"metrics on http://{metrics_addr}:{port}/metrics")
             observers.append(metrics)
+        forecaster = None
+        if forecast_port is not None:
+            from rackwise.forecast.service import ForecastService
+
+            forecaster = ForecastService(
+                policy, parse_params(param, "--param"), every_s=forecast_every_s,
+                node_names=getattr(the_backend, "node_names", ()),
+                registry=metrics.registry if metrics is not None else None)
+            port = forecaster.start_http(forecast_port, metrics_addr)
+            console.print(f"forecast on http://{metrics_addr}:{port}/forecast")
+            observers.append(forecaster)
         log_file = decision_log.open("a") if decision_log is not None else None
         stopping: list[int] = []
 
@@ -128,6 +141,8 @@ def serve(
                 log_file.close()
             if metrics is not None:
                 metrics.close()
+            if forecaster is not None:
+                forecaster.close()
         if records_out is not None:
             from rackwise.metrics.summary import records_frame
 

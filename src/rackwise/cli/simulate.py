@@ -91,6 +91,8 @@ def simulate(
     seed: Annotated[int, typer.Option(help="Seed of every random choice in the run.")] = 0,
     out: Annotated[Optional[Path], typer.Option(help="Results folder (default results/TRACE-POLICY-sSEED).")] = None,
     table_format: Annotated[str, typer.Option("--table-format", help="parquet or csv.")] = "parquet",
+    forecast_at: Annotated[Optional[list[float]], typer.Option(help="Forecast at this second (repeatable); writes forecast.parquet, forecast beside outcome.")] = None,
+    forecast_samples: Annotated[int, typer.Option(help="With --forecast-at: sampled runs per forecast for the p10-p90 band.")] = 0,
 ) -> None:
     """Simulate POLICY on a trace and a cluster; print a summary and write a results folder.
 
@@ -110,12 +112,26 @@ def simulate(
         )
         progress = _LazyProgress(console)
         try:
-            result, workload = execute(config, on_progress=progress)
+            if forecast_at:
+                from rackwise.forecast.accuracy import run_with_forecasts
+
+                result, workload, forecasts = run_with_forecasts(
+                    config, forecast_at, samples=forecast_samples, on_progress=progress)
+            else:
+                result, workload = execute(config, on_progress=progress)
         finally:
             progress.close()
         name = trace or (trace_file.stem if trace_file else "trace")
         folder = save(result, config, out or Path("results") / f"{name}-{policy}-s{seed}",
                       fmt=table_format)  # type: ignore[arg-type]
+        if forecast_at:
+            from rackwise.forecast.accuracy import figures as forecast_figures
+
+            forecasts.to_parquet(folder / "forecast.parquet", index=False)
+            errors = forecast_figures(forecasts)
+            console.print(f"forecast at {len(forecast_at)} instant(s): start MAE "
+                          f"{errors['start_mae_h']:.2f} h over {errors['n_pending_forecasts']} "
+                          f"pending jobs; {folder}/forecast.parquet")
     figures = summary_of(result, config)["figures"]
     print_summary(console, figures, f"{policy} on {workload.name}, {result.topology.describe()}")
     console.print(f"simulated in {result.wall_time_s:.2f} s; results in {folder}/")

@@ -134,11 +134,17 @@ class Asrpt(BasePolicy):
         job_id = job.job_id
         self.vm_.advance(now)
         self.vm_.remove(job_id)
-        predicted, source = self.predicted_.pop(job_id)
-        self.prediction_log_.append(PredictionRecord(job_id, predicted, job.total_iters, source))
-        unit = self.unit_.pop(job_id)
         for table in (self.estimate_iters_, self.vm_s_per_iter_, self.graphs_, self.waiting_):
             table.pop(job_id, None)
+        entry = self.predicted_.pop(job_id, None)
+        if entry is None:
+            # Announced (a driver adopting a running cluster) but finished before it was scheduled.
+            self.arrived_ = [pending for pending in self.arrived_ if pending.job_id != job_id]
+            self.features_.pop(job_id, None)
+            return
+        predicted, source = entry
+        self.prediction_log_.append(PredictionRecord(job_id, predicted, job.total_iters, source))
+        unit = self.unit_.pop(job_id)
         features = self.features_.pop(job_id, None)
         if features is not None and self.predictor_.observe(features, job.total_iters * unit):
             if self.repredict_waiting:

@@ -39,11 +39,18 @@ class Sjf(BasePolicy):
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
         self.queue_ = RankedQueue()
+        self.arrived_: list[str] = []
 
     def on_arrival(self, job: Job, now: float) -> None:
         self.queue_.add(job.job_id, job.n_gpus, (job.duration_s, job.submit_time, job.job_id))
+        self.arrived_.append(job.job_id)
 
     def schedule(self, view: ClusterView, now: float) -> Decisions:
+        # A restarted driver announces jobs it finds already running: they are not queued.
+        adopted = [job_id for job_id in self.arrived_ if job_id in view.running]
+        for job_id in adopted:
+            self.queue_.discard(job_id)
+        self.arrived_ = []
         if view.n_free == 0 or not view.pending:
             return NOTHING
         place = get_placement(self.placement)

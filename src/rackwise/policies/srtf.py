@@ -50,15 +50,22 @@ class Srtf(BasePolicy):
         super().reset(view, rng)
         self.queue_ = RankedQueue()  # pending jobs, keyed by remaining time when they entered
         self.changed_ = False
+        self.arrived_: list[str] = []
 
     def on_arrival(self, job: Job, now: float) -> None:
         self.queue_.add(job.job_id, job.n_gpus, (job.duration_s, job.submit_time, job.job_id))
+        self.arrived_.append(job.job_id)
         self.changed_ = True
 
     def on_completion(self, job: Job, now: float) -> None:
         self.changed_ = True
 
     def schedule(self, view: ClusterView, now: float) -> Decisions:
+        # A restarted driver announces jobs it finds already running: they are not queued.
+        for job_id in self.arrived_:
+            if job_id in view.running:
+                self.queue_.discard(job_id)
+        self.arrived_ = []
         # Nothing arrived or finished: the last decision still stands.
         if not self.changed_ or not view.pending:
             return NOTHING

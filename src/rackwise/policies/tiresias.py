@@ -167,8 +167,14 @@ class Tiresias(BasePolicy):
             self.pending_.add(job_id, view.pending[job_id].job.n_gpus, key)
             return
         self._add_running(key, state.job.n_gpus)
-        # Only a demotion moves a running job: it crossed the previous limit exactly now.
-        self._arm_demotion(job_id, queue, self.limits_[queue - 1], state.job.n_gpus, now)
+        if queue > 0:
+            # A demotion: the job crossed the previous limit exactly now.
+            self._arm_demotion(job_id, queue, self.limits_[queue - 1], state.job.n_gpus, now)
+            return
+        # A job found already running (a restarted driver, a forecast): it keeps its service.
+        self.first_run_.setdefault(job_id, state.first_start if state.first_start is not None else now)
+        service = state.attained_service_gpu_s(now) - self.base_gpu_s_.get(job_id, 0.0)
+        self._arm_demotion(job_id, queue, service, state.job.n_gpus, now)
 
     def _on_start(self, view: ClusterView, job_id: str, now: float) -> None:
         state = view.pending[job_id]

@@ -101,6 +101,55 @@ class Simulator:
         self._comm_of = getattr(self.perf, "comm_per_iter_s", None)
         self.n_steps = 0
 
+    @classmethod
+    def resume(cls, topology: Topology, *, now: float, running: Sequence[JobState],
+               pending: Sequence[JobState], policy: Policy, perf: PerfModel | None = None,
+               seed: int = 0, arrivals: Iterable[Job] = (),
+               held_gpus: dict[str, tuple[int, ...]] | None = None, timers: Iterable[float] = (),
+               next_round_s: float | None = None, decide_now: bool = False,
+               node_order: Sequence[int] = (), completion_order: Sequence[str] = ()
+               ) -> Simulator:
+        """A simulator that goes on from ``now`` instead of starting empty (forecasts).
+
+        The states become the simulator's own (hand over copies); running
+        ones keep their GPUs, progress and rates. ``policy`` is live: already
+        reset and told of every job, so drive the result with `step`, never
+        `run` (which would reset it). ``held_gpus`` stay taken throughout;
+        ``decide_now`` asks the policy for a decision at ``now`` first.
+        ``node_order`` lists nodes as the live allocation's free-count buckets
+        held them (placements break ties by it), so a copy places as the original;
+        ``completion_order`` likewise orders running jobs' completion events
+        (same-instant completions are handled in the order they were pushed).
+        """
+        sim = cls(topology, arrivals, policy, perf=perf, seed=seed)
+        sim.now = sim.view.now = now
+        for owner, gpu_ids in (held_gpus or {}).items():
+            sim.allocation.allocate(owner, gpu_ids)
+        for state in running:
+            sim.allocation.allocate(state.job_id, state.gpu_ids)
+            sim.running[state.job_id] = state
+        rank = {job_id: index for index, job_id in enumerate(completion_order)}
+        for state in sorted(running, key=lambda s: rank.get(s.job_id, len(rank))):
+            eta = state.finish_eta()
+            if eta < INF:
+                sim._push(max(eta, now), EventKind.COMPLETION, (state.job_id, state.version))
+        for state in pending:
+            sim.pending[state.job_id] = state
+        if node_order:
+            buckets = sim.allocation._by_free
+            for bucket in buckets:
+                bucket.clear()
+            for node in node_order:
+                buckets[sim.allocation.node_free[node]][node] = None
+        wakes = sorted({t for t in timers if t > now} | ({now} if decide_now else set()))
+        for wake_at in wakes:
+            sim._timers.add(wake_at)
+            sim._push(wake_at, EventKind.TIMER, None)
+        if sim._round_s is not None:
+            sim._push(next_round_s if next_round_s is not None else now + sim._round_s,
+                      EventKind.ROUND, None)
+        return sim
+
     # ------------------------------------------------------------------ run
     def run(self) -> SimResult:
         """Run until every job has finished."""

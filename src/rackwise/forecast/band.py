@@ -1,0 +1,185 @@
+"""Uncertainty bands: many forward runs, each on durations drawn from the predictor's errors.
+
+Sample k draws, for every job, a total duration from the snapshot's
+actual/predicted ratios (`durations.sample_total_s`: a running job's draw
+is conditioned on how long it has already run), and, when an arrival model
+is given, its own future arrivals. Each sample's generator comes from
+``SeedSequence(seed).spawn(n)[k]``, so the band is the same however the
+samples are spread over processes or Ray workers.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from rackwise.errors import InputError, MissingExtraError
+from rackwise.forecast.durations import ratios_for, sample_total_s
+from rackwise.forecast.forward import Forecast, done_s, forward
+from rackwise.forecast.snapshot import ClusterSnapshot
+from rackwise.workload.job import Job
+from rackwise.workload.synthetic import WorkloadModel
+
+QUANTILES = (10, 50, 90)
+
+
+@dataclass(frozen=True, slots=True)
+class ArrivalModel:
+    """Poisson arrivals of job shapes resampled from a fitted `WorkloadModel`."""
+
+    model: WorkloadModel
+    rate_per_s: float
+    horizon_s: float
+
+    def draw(self, after_s: float, rng: np.random.Generator) -> list[Job]:
+        """Jobs submitted in ``(after_s, after_s + horizon_s]``, ids ``~0``, ``~1``, ..."""
+        if self.rate_per_s <= 0:
+            return []
+        n = int(rng.poisson(self.rate_per_s * self.horizon_s))
+        times = np.sort(rng.uniform(after_s, after_s + self.horizon_s, size=n))
+        rows = rng.integers(0, len(self.model.n_gpus), size=n)
+        return [Job(f"~{i}", float(times[i]), int(self.model.n_gpus[rows[i]]),
+                    float(self.model.duration_s[rows[i]])) for i in range(n)]
+
+
+def arrival_model_of(snapshot: ClusterSnapshot, horizon_s: float) -> ArrivalModel | None:
+    """The snapshot's fitted arrival model, if it carries one."""
+    if not snapshot.arrival_shapes or snapshot.arrival_rate_per_s <= 0:
+        return None
+    sizes, durations = zip(*snapshot.arrival_shapes)
+    model = WorkloadModel(n_gpus=np.asarray(sizes, dtype=np.int64),
+                          duration_s=np.asarray(durations, dtype=np.float64))
+    return ArrivalModel(model, snapshot.arrival_rate_per_s, horizon_s)
+
+
+@dataclass(frozen=True, slots=True)
+class JobBand:
+    """p10/p50/p90 of one job's next start and finish (inf: not in the forward run)."""
+
+    job_id: str
+    start_s: tuple[float, float, float]
+    finish_s: tuple[float, float, float]
+
+
+def sampled_durations(snapshot: ClusterSnapshot, rng: np.random.Generator) -> dict[str, float]:
+    """One draw of every job's total duration."""
+    now = snapshot.taken_at_s
+    error = snapshot.duration_error
+    predicted = snapshot.predicted_duration_s
+    out: dict[str, float] = {}
+    states = (*snapshot.running, *snapshot.pending)
+    draws = rng.random(len(states) + len(snapshot.arrivals))
+    for u, state in zip(draws, states):
+        elapsed = done_s(state, now) if state.status.value == "running" else 0.0
+        out[state.job_id] = sample_total_s(predicted[state.job_id], elapsed,
+                                           ratios_for(state.job, error), float(u))
+    for u, job in zip(draws[len(states):], snapshot.arrivals):
+        out[job.job_id] = sample_total_s(predicted.get(job.job_id, job.duration_s), 0.0,
+                                         ratios_for(job, error), float(u))
+    return out
+
+
+def one_sample(snapshot: ClusterSnapshot, seed: int, index: int, n_samples: int,
+               arrivals: ArrivalModel | None, fresh_policy: bool) -> dict[str, tuple[float, float]]:
+    """(start, finish) of every job in sample ``index`` (inf where there is none)."""
+    rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(n_samples)[index])
+    durations = sampled_durations(snapshot, rng)
+    extra = arrivals.draw(snapshot.taken_at_s, rng) if arrivals is not None else []
+    forecast = forward(snapshot, seed=seed, durations_s=durations, extra_arrivals=extra,
+                       fresh_policy=fresh_policy)
+    inf = math.inf
+    return {r.job_id: (r.start_s if r.start_s is not None else inf,
+                       r.finish_s if r.finish_s is not None else inf)
+            for r in forecast.jobs if not r.job_id.startswith("~")}
+
+
+_WORKER_SNAPSHOT: ClusterSnapshot | None = None
+
+
+def _init_worker(snapshot: ClusterSnapshot) -> None:
+    global _WORKER_SNAPSHOT
+    _WORKER_SNAPSHOT = snapshot
+
+
+def _worker(args: tuple[int, int, int, ArrivalModel | None, bool]) -> dict[str, tuple[float, float]]:
+    seed, index, n, arrivals, fresh = args
+    assert _WORKER_SNAPSHOT is not None
+    return one_sample(_WORKER_SNAPSHOT, seed, index, n, arrivals, fresh)
+
+
+def band(snapshot: ClusterSnapshot, *, n_samples: int = 100, seed: int = 0,
+         workers: int | None = None, use_ray: bool = False,
+         arrivals: ArrivalModel | None = None, fresh_policy: bool = False) -> list[JobBand]:
+    """p10/p50/p90 of start and finish for every job, from ``n_samples`` forward runs.
+
+    Args:
+        snapshot: Where to start.
+        n_samples: Forward runs.
+        seed: Same seed, same band.
+        workers: Local processes (default: the machine's cores; 1 runs in-process).
+        use_ray: Spread the runs over Ray instead (needs ``ray`` importable).
+        arrivals: Draw further arrivals in each run.
+        fresh_policy: Ignore the live policy state.
+    """
+    if n_samples < 1:
+        raise InputError(f"must be at least 1, got {n_samples}", field="samples")
+    tasks = [(seed, k, n_samples, arrivals, fresh_policy) for k in range(n_samples)]
+    if use_ray:
+        results = _run_ray(snapshot, tasks)
+    else:
+        workers = workers or os.cpu_count() or 1
+        if workers <= 1 or n_samples == 1:
+            results = [one_sample(snapshot, *t[:2], n_samples, *t[3:]) for t in tasks]
+        else:
+            with ProcessPoolExecutor(max_workers=min(workers, n_samples), initializer=_init_worker,
+                                     initargs=(snapshot,)) as pool:
+                results = list(pool.map(_worker, tasks, chunksize=max(1, n_samples // (4 * workers))))
+    return summarize(results)
+
+
+def _run_ray(snapshot: ClusterSnapshot,
+             tasks: Sequence[tuple[int, int, int, ArrivalModel | None, bool]]
+             ) -> list[dict[str, tuple[float, float]]]:
+    try:
+        import ray
+    except ImportError:
+        raise MissingExtraError("--ray needs ray: pip install ray") from None
+    if not ray.is_initialized():
+        ray.init(ignore_reinit_error=True, log_to_driver=False)
+    remote = ray.remote(one_sample)
+    shared = ray.put(snapshot)
+    return list(ray.get([remote.remote(shared, s, k, n, a, f) for s, k, n, a, f in tasks]))
+
+
+def summarize(results: Sequence[dict[str, tuple[float, float]]]) -> list[JobBand]:
+    """Per-job percentiles over samples (a job missing from a sample counts as never)."""
+    ids = sorted({job_id for sample in results for job_id in sample})
+    inf = math.inf
+    out: list[JobBand] = []
+    for job_id in ids:
+        pairs = np.array([sample.get(job_id, (inf, inf)) for sample in results])
+        starts = np.percentile(pairs[:, 0], QUANTILES, method="inverted_cdf")
+        finishes = np.percentile(pairs[:, 1], QUANTILES, method="inverted_cdf")
+        out.append(JobBand(job_id, tuple(float(v) for v in starts),  # type: ignore[arg-type]
+                           tuple(float(v) for v in finishes)))  # type: ignore[arg-type]
+    return out
+
+
+def forecast_with_band(snapshot: ClusterSnapshot, *, n_samples: int, seed: int = 0,
+                       workers: int | None = None, use_ray: bool = False,
+                       arrivals: ArrivalModel | None = None,
+                       fresh_policy: bool = False) -> tuple[Forecast, dict[str, JobBand]]:
+    """The point forecast and, for ``n_samples > 0``, its band by job id."""
+    point = forward(snapshot, seed=seed, fresh_policy=fresh_policy,
+                    extra_arrivals=arrivals.draw(snapshot.taken_at_s, np.random.default_rng(seed))
+                    if arrivals is not None else ())
+    if n_samples <= 0:
+        return point, {}
+    bands = band(snapshot, n_samples=n_samples, seed=seed, workers=workers, use_ray=use_ray,
+                 arrivals=arrivals, fresh_policy=fresh_policy)
+    return point, {b.job_id: b for b in bands}
