@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from rackwise.cli import forecast, policies, report, serve, simulate, traces
+from rackwise.cli import forecast, policies, report, serve, simulate, traces, train
 
 app = typer.Typer(
     name="rackwise",
@@ -22,6 +22,7 @@ app.command("policies")(policies.list_policies)
 app.command("serve")(serve.serve)
 app.command("report")(report.report)
 app.command("forecast")(forecast.forecast)
+app.command("train-marl")(train.train_marl)
 app.add_typer(traces.app, name="traces")
 
 

@@ -1,0 +1,86 @@
+"""Compare the trained MARL agents with tiresias, fifo (consolidated) and dally on held-out windows.
+
+    .venv/bin/python experiments/marl_eval.py [--windows 3] [--n-jobs 300] [--checkpoint PATH]
+
+Cluster: 16 servers x 8 GPUs in 4 racks (the training cluster). Workload:
+windows of consecutive jobs from the *evaluation* split of each shipped
+trace (the last 30% by submit time, never seen in training), rebased, with
+durations clipped to [60 s, 8 h] and gaps scaled to offered load 0.9
+(`rackwise.rl.episodes`). Performance: `NetworkPerf()` (models assigned per
+job, communication over the placement's bottleneck, co-location
+interference). Prints one JSON line per (window, policy), then a markdown
+table of average JCT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+import numpy as np
+
+POLICIES: dict[str, dict[str, Any]] = {
+    "marl": {},
+    "tiresias": {},
+    "fifo": {"placement": "consolidated"},
+    "dally": {},
+}
+
+
+def run(trace: str, start: int, policy: str, params: dict[str, Any], n_jobs: int, load: float,
+        seed: int) -> dict[str, Any]:
+    from rackwise.cluster.topology import uniform_cluster
+    from rackwise.perf.model import NetworkPerf
+    from rackwise.policies.registry import make_policy
+    from rackwise.rl.episodes import trace_window
+    from rackwise.sim.engine import simulate
+
+    cluster = uniform_cluster(16, 8, 4)
+    jobs = trace_window(trace, np.random.default_rng(0), n_jobs=n_jobs, load=load,
+                        cluster_gpus=cluster.n_gpus, split="eval", start=start)
+    started = time.perf_counter()
+    result = simulate(cluster, jobs, make_policy(policy, **params), perf=NetworkPerf(), seed=seed)
+    jct = np.asarray([r.jct_s for r in result.records])
+    return {"trace": trace, "start": start, "policy": policy, "n_jobs": len(jct),
+            "avg_jct_h": float(jct.mean() / 3600), "p95_jct_h": float(np.percentile(jct, 95) / 3600),
+            "wall_s": round(time.perf_counter() - started, 2)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--windows", type=int, default=3, help="windows per trace")
+    parser.add_argument("--n-jobs", type=int, default=300)
+    parser.add_argument("--load", type=float, default=0.9)
+    parser.add_argument("--traces", default="philly_2017,itp_2021")
+    parser.add_argument("--checkpoint", default=None, help="marl checkpoint (default: shipped)")
+    args = parser.parse_args()
+    from rackwise.rl.episodes import _split
+
+    if args.checkpoint:
+        POLICIES["marl"] = {"checkpoint": args.checkpoint}
+    rows = []
+    for trace in args.traces.split(","):
+        pool = len(_split(trace, "eval"))
+        starts = np.linspace(0, pool - args.n_jobs - 1, args.windows).astype(int).tolist()
+        for i, start in enumerate(starts):
+            for name, params in POLICIES.items():
+                row = run(trace, start, name, params, args.n_jobs, args.load, seed=i)
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+    print()
+    print("| trace | window start | " + " | ".join(POLICIES) + " |")
+    print("|---|---|" + "---|" * len(POLICIES))
+    keys = sorted({(r["trace"], r["start"]) for r in rows}, key=lambda k: (k[0], k[1]))
+    for trace, start in keys:
+        cells = {r["policy"]: r["avg_jct_h"] for r in rows if (r["trace"], r["start"]) == (trace, start)}
+        print(f"| {trace} | {start} | " + " | ".join(f"{cells[p]:.2f}" for p in POLICIES) + " |")
+    for trace in sorted({k[0] for k in keys}):
+        means = {p: np.mean([r["avg_jct_h"] for r in rows if r["trace"] == trace and r["policy"] == p])
+                 for p in POLICIES}
+        print(f"| {trace} | **mean** | " + " | ".join(f"**{means[p]:.2f}**" for p in POLICIES) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,132 @@
+"""MARL placement: several learned scheduler agents sharing one cluster (the ``rl`` extra).
+
+rackwise's implementation of the published design of multi-agent graph RL
+scheduling (shared/papers/marl_gnn.md; docs/policies/marl.md). Only the
+design's outline is published; the features, network, reward and training
+here are rackwise's reconstruction.
+
+Jobs go to ``n_agents`` FIFO queues by a stable hash of their group. At
+every scheduling call the agents, in an order shuffled by the run's
+generator, place their queue heads one at a time while they fit: each picks
+an anchor server with the trained actor (argmax over the feasible servers),
+and `rackwise.rl.placement` picks the GPUs. An agent whose head does not fit
+waits (no backfilling within an agent). torch is imported in ``reset``, so
+listing the policy needs no extra.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+from rackwise.cluster.view import ClusterView
+from rackwise.errors import MissingExtraError
+from rackwise.policies.base import NOTHING, BasePolicy, Decisions, Start
+from rackwise.workload.job import Job
+
+INSTALL_HINT = "pip install 'rackwise[rl]'"
+
+
+def _check_extra() -> None:
+    if importlib.util.find_spec("torch") is None:
+        raise MissingExtraError(f"policy 'marl' needs torch, from the rl extra: {INSTALL_HINT}")
+
+
+@dataclass(kw_only=True)
+class Marl(BasePolicy):
+    """Multi-agent graph-RL placement with a hierarchical GNN (needs the rl extra).
+
+    Args:
+        checkpoint: Path (stem, ``.pt`` or ``.json``) of a checkpoint from
+            ``rackwise train-marl``; None: the one shipped with rackwise.
+        torch_threads: Threads torch may use (1 is fastest for one small decision).
+    """
+
+    name: ClassVar[str] = "marl"
+    needs_extra: ClassVar[str] = "rl"
+    checkpoint: str | None = None
+    torch_threads: int = 1
+
+    def __post_init__(self) -> None:
+        _check_extra()  # fail at construction with the install line, not deep in a run
+
+    def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
+        super().reset(view, rng)
+        _check_extra()
+        import torch
+
+        from rackwise.rl.encoder import topology_index
+        from rackwise.rl.features import GraphIndex
+
+        torch.set_num_threads(self.torch_threads)
+        self.checkpoint_ = _cached(self.checkpoint)
+        self.n_agents_ = self.checkpoint_.config.n_agents
+        self.index_ = GraphIndex.of(view.topology)
+        self.tensors_ = topology_index(view.topology)
+        self.queues_: list[list[Job]] = [[] for _ in range(self.n_agents_)]
+
+    def on_arrival(self, job: Job, now: float) -> None:
+        from rackwise.rl.features import agent_of
+
+        self.queues_[agent_of(job, self.n_agents_)].append(job)
+
+    def schedule(self, view: ClusterView, now: float) -> Decisions:
+        if view.n_free == 0 or not any(self.queues_):
+            return NOTHING
+        from rackwise.rl.features import Placed
+        from rackwise.rl.placement import place_anchored
+
+        free = view.tentative()
+        placed = [Placed(s.job, s.gpu_ids) for s in view.running.values()]
+        starts: list[Start] = []
+        order = self.rng_.permutation(self.n_agents_).tolist()
+        moved = True
+        while moved:
+            moved = False
+            for agent in order:
+                queue = self.queues_[agent]
+                # a driver that adopts a running cluster announces running jobs as arrivals too
+                while queue and queue[0].job_id not in view.pending:
+                    queue.pop(0)
+                if not queue or queue[0].n_gpus > free.n_free:
+                    continue
+                head = queue[0]
+                server = self.decide(free, placed, agent, now)
+                gpus = place_anchored(free, head.n_gpus, server) if server is not None else None
+                if gpus is None:
+                    continue
+                free.take(gpus)
+                placed.append(Placed(head, gpus))
+                starts.append(Start(head.job_id, gpus))
+                queue.pop(0)
+                moved = True
+        return Decisions(start=tuple(starts)) if starts else NOTHING
+
+    def decide(self, free: Any, placed: list[Any], agent: int, now: float) -> int | None:
+        """The agent's anchor server for its queue head (argmax of the actor), or None to wait."""
+        import torch
+
+        from rackwise.rl.encoder import stack_obs
+        from rackwise.rl.features import observation
+
+        obs = observation(free, placed, self.queues_, agent, now=now, clock=0.0, index=self.index_,
+                          predictor=self.checkpoint_.predictor, wait_allowed=False)
+        with torch.no_grad():
+            logits, _ = self.checkpoint_.actor_critic.logits(stack_obs([obs]), *self.tensors_)
+        action = int(logits[0].argmax())
+        return action if action < free.topology.n_nodes else None
+
+
+_LOADED: dict[str | None, Any] = {}
+
+
+def _cached(path: str | None) -> Any:
+    """Each checkpoint is read once per process (runs and sweeps reset policies often)."""
+    if path not in _LOADED:
+        from rackwise.rl.checkpoint import load
+
+        _LOADED[path] = load(path)
+    return _LOADED[path]

@@ -1,0 +1,238 @@
+"""Observations: the cluster as a three-level graph, the queue head, and per-server candidates.
+
+Everything here is numpy, shared by the environments (training) and the
+`marl` policy (inference), so both see exactly the same numbers. Features
+are normalised to about [0, 1]:
+
+* GPU (`N_GPU_FEATURES`): busy; family one-hot of the job holding it; that
+  job's width (log2) and whether it spans several servers.
+* server (`N_SERVER_FEATURES`): free fraction; jobs resident / 8; jobs using
+  its NIC (spanning servers) / 8; share of its GPUs held per family.
+* rack (`N_RACK_FEATURES`): free fraction; jobs crossing its uplink / 8;
+  uplink share of one more crossing job.
+* job (`job_features`): family one-hot, width, the agent's queue summary,
+  the head's age, the agent's one-hot.
+* candidate, one row per server (`N_CANDIDATE_FEATURES`): may it anchor the
+  head; free fraction left; servers and racks the placement would span; the
+  interference model's predicted log-slowdown of the head there and the
+  summed increase it would cause its neighbours.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from rackwise.cluster.allocation import FreeGpus
+from rackwise.cluster.topology import Topology
+from rackwise.perf.catalogue import CATALOGUE
+from rackwise.rl.placement import feasible_servers, place_anchored
+from rackwise.workload.job import Job
+
+FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(spec.family for spec in CATALOGUE.values()))
+MODELS: tuple[str, ...] = tuple(CATALOGUE)
+N_FAMILIES = len(FAMILIES) + 1  # the last one: no or unknown model
+N_MODELS = len(MODELS) + 1
+_FAMILY_INDEX = {name: FAMILIES.index(spec.family) for name, spec in CATALOGUE.items()}
+_MODEL_INDEX = {name: i for i, name in enumerate(MODELS)}
+
+N_GPU_FEATURES = 1 + N_FAMILIES + 2
+N_SERVER_FEATURES = 3 + N_FAMILIES
+N_RACK_FEATURES = 3
+N_CANDIDATE_FEATURES = 6
+N_QUEUE_FEATURES = 4
+
+
+def family_index(model: str | None) -> int:
+    """Index of a catalogue model's family in `FAMILIES` (the last index if unknown)."""
+    return _FAMILY_INDEX.get(model or "", N_FAMILIES - 1)
+
+
+def model_index(model: str | None) -> int:
+    """Index of a catalogue model in `MODELS` (the last index if unknown)."""
+    return _MODEL_INDEX.get(model or "", N_MODELS - 1)
+
+
+def agent_of(job: Job, n_agents: int) -> int:
+    """The agent a job belongs to: a stable hash of its group (else its id) mod ``n_agents``."""
+    key = job.group if job.group is not None else job.job_id
+    # blake2b, not crc32: crc32 is linear, so keys that differ in one character share parity
+    digest = hashlib.blake2b(key.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little") % n_agents
+
+
+@dataclass(frozen=True)
+class GraphIndex:
+    """Static structure of a topology: which server holds each GPU, which rack each server."""
+
+    gpu_server: np.ndarray
+    server_rack: np.ndarray
+    server_size: np.ndarray
+    rack_size: np.ndarray
+
+    @classmethod
+    def of(cls, topology: Topology) -> GraphIndex:
+        return cls(np.asarray(topology.gpu_node, dtype=np.int64),
+                   np.asarray([n.rack_id for n in topology.nodes], dtype=np.int64),
+                   np.asarray([n.n_gpus for n in topology.nodes], dtype=np.float64),
+                   np.asarray(topology.rack_capacity, dtype=np.float64))
+
+
+@dataclass
+class Placed:
+    """A job holding GPUs (running, or tentatively started in this decision)."""
+
+    job: Job
+    gpu_ids: tuple[int, ...]
+    remaining_s: float = 0.0  # ideal seconds of work left (training reward only)
+
+
+def graph_features(free: FreeGpus, placed: Sequence[Placed], index: GraphIndex
+                   ) -> dict[str, np.ndarray]:
+    """GPU, server and rack feature matrices of the cluster now."""
+    topology = free.topology
+    n_gpus, n_servers, n_racks = topology.n_gpus, topology.n_nodes, topology.n_racks
+    gpu = np.zeros((n_gpus, N_GPU_FEATURES), dtype=np.float32)
+    server = np.zeros((n_servers, N_SERVER_FEATURES), dtype=np.float32)
+    rack = np.zeros((n_racks, N_RACK_FEATURES), dtype=np.float32)
+    server_free = np.fromiter((free.free_in_node(s) for s in range(n_servers)), np.float64, n_servers)
+    rack_free = np.fromiter((free.free_in_rack(r) for r in range(n_racks)), np.float64, n_racks)
+    server[:, 0] = server_free / index.server_size
+    rack[:, 0] = rack_free / index.rack_size
+    n_jobs = np.zeros(n_servers)
+    nic = np.zeros(n_servers)
+    crossing = np.zeros(n_racks)
+    if placed:
+        # vectorised over every held GPU: one row per (GPU, job), then (server, job) pairs
+        widths = np.fromiter((len(p.gpu_ids) for p in placed), np.int64, len(placed))
+        fams = np.fromiter((family_index(p.job.model) for p in placed), np.int64, len(placed))
+        ids = np.fromiter((g for p in placed for g in p.gpu_ids), np.int64, int(widths.sum()))
+        owner = np.repeat(np.arange(len(placed)), widths)
+        gpu[ids, 0] = 1.0
+        gpu[ids, 1 + fams[owner]] = 1.0
+        gpu[ids, 1 + N_FAMILIES] = np.log2(widths[owner]) / 7.0
+        servers_of = index.gpu_server[ids]
+        np.add.at(server, (servers_of, 3 + fams[owner]), 1.0)
+        pairs = np.unique(servers_of * len(placed) + owner)
+        pair_server, pair_job = pairs // len(placed), pairs % len(placed)
+        n_jobs = np.bincount(pair_server, minlength=n_servers).astype(np.float64)
+        spans = np.bincount(pair_job, minlength=len(placed))
+        multi = spans[pair_job] > 1
+        nic = np.bincount(pair_server[multi], minlength=n_servers).astype(np.float64)
+        gpu[ids, 2 + N_FAMILIES] = (spans[owner] > 1).astype(np.float32)
+        rack_pairs = np.unique(index.server_rack[pair_server] * len(placed) + pair_job)
+        rack_of, rack_job = rack_pairs // len(placed), rack_pairs % len(placed)
+        n_racks_of = np.bincount(rack_job, minlength=len(placed))
+        crossing = np.bincount(rack_of[n_racks_of[rack_job] > 1], minlength=n_racks).astype(np.float64)
+    server[:, 1] = n_jobs / 8.0
+    server[:, 2] = nic / 8.0
+    server[:, 3:] /= index.server_size[:, None]
+    rack[:, 1] = crossing / 8.0
+    rack[:, 2] = 1.0 / (1.0 + crossing)
+    return {"gpu": np.minimum(gpu, 4.0), "server": np.minimum(server, 4.0),
+            "rack": np.minimum(rack, 4.0)}
+
+
+def queue_summary(queue: Sequence[Job], now: float, cluster_gpus: int) -> np.ndarray:
+    """(jobs queued / 20, GPUs asked / cluster, head age in hours / 10, any queued), clipped to 1."""
+    if not queue:
+        return np.zeros(N_QUEUE_FEATURES, dtype=np.float32)
+    asked = sum(job.n_gpus for job in queue)
+    age_h = max(0.0, now - queue[0].submit_time) / 3600.0
+    return np.minimum(np.asarray([len(queue) / 20.0, asked / cluster_gpus, age_h / 10.0, 1.0],
+                                 dtype=np.float32), 1.0)
+
+
+def job_features(job: Job | None, summary: np.ndarray, agent: int, n_agents: int,
+                 gpus_per_server: int) -> np.ndarray:
+    """Features of an agent's queue head (zeros but the queue and agent parts if none)."""
+    out = np.zeros(N_FAMILIES + 2 + N_QUEUE_FEATURES + n_agents, dtype=np.float32)
+    if job is not None:
+        out[family_index(job.model)] = 1.0
+        out[N_FAMILIES] = math.log2(job.n_gpus) / 7.0
+        out[N_FAMILIES + 1] = min(job.n_gpus / gpus_per_server, 4.0) / 4.0
+    out[N_FAMILIES + 2:N_FAMILIES + 2 + N_QUEUE_FEATURES] = summary
+    out[N_FAMILIES + 2 + N_QUEUE_FEATURES + agent] = 1.0
+    return out
+
+
+def job_feature_size(n_agents: int) -> int:
+    return N_FAMILIES + 2 + N_QUEUE_FEATURES + n_agents
+
+
+def residents(placed: Sequence[Placed], index: GraphIndex) -> list[list[tuple[Placed, float]]]:
+    """Per server, the jobs on it and the share of its GPUs each holds."""
+    out: list[list[tuple[Placed, float]]] = [[] for _ in range(len(index.server_rack))]
+    for item in placed:
+        counts: dict[int, int] = {}
+        for g in item.gpu_ids:
+            s = int(index.gpu_server[g])
+            counts[s] = counts.get(s, 0) + 1
+        for s, c in counts.items():
+            out[s].append((item, c / float(index.server_size[s])))
+    return out
+
+
+def candidates(free: FreeGpus, job: Job, on_server: list[list[tuple[Placed, float]]],
+               index: GraphIndex, predictor: object | None
+               ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, ...] | None]]:
+    """Per-server candidate features, the feasibility mask, and each anchor's GPU ids."""
+    topology = free.topology
+    n_servers = topology.n_nodes
+    feats = np.zeros((n_servers, N_CANDIDATE_FEATURES), dtype=np.float32)
+    mask = np.asarray(feasible_servers(free, job.n_gpus), dtype=bool)
+    gpus: list[tuple[int, ...] | None] = [None] * n_servers
+    min_servers = max(1, math.ceil(job.n_gpus / topology.max_gpus_per_node))
+    for s in np.flatnonzero(mask).tolist():
+        ids = place_anchored(free, job.n_gpus, s)
+        if ids is None:  # cannot happen for a feasible anchor; stay safe
+            mask[s] = False
+            continue
+        gpus[s] = ids
+        used = np.unique(index.gpu_server[np.asarray(ids)])
+        racks = np.unique(index.server_rack[used])
+        feats[s, 0] = 1.0
+        feats[s, 1] = (free.free_in_node(s) - sum(1 for g in ids if index.gpu_server[g] == s)) \
+            / index.server_size[s]
+        feats[s, 2] = min(len(used) / min_servers, 4.0) / 4.0
+        feats[s, 3] = float(len(racks) > 1)
+    if predictor is not None and mask.any():
+        self_log, others = predictor.candidate_effects(job, on_server, np.flatnonzero(mask), index)  # type: ignore[attr-defined]
+        feats[mask, 4] = np.clip(self_log * 10.0, 0.0, 4.0)
+        feats[mask, 5] = np.clip(others * 10.0, 0.0, 4.0)
+    return feats, mask, gpus
+
+
+def observation(free: FreeGpus, placed: Sequence[Placed], queues: Sequence[Sequence[Job]],
+                agent: int, *, now: float, clock: float, index: GraphIndex,
+                predictor: object | None, wait_allowed: bool,
+                deciding: bool = True) -> dict[str, np.ndarray]:
+    """One agent's observation (see the module docstring and `rackwise.rl.envs`).
+
+    ``deciding`` False (or an empty queue, or a head that does not fit) leaves
+    only the no-op (the last action) allowed.
+    """
+    topology = free.topology
+    obs = graph_features(free, placed, index)
+    obs["queues"] = np.stack([queue_summary(q, now, topology.n_gpus) for q in queues])
+    obs["clock"] = np.asarray([min(clock, 4.0) / 4.0], dtype=np.float32)
+    queue = queues[agent]
+    head = queue[0] if deciding and queue and queue[0].n_gpus <= free.n_free else None
+    n_servers = topology.n_nodes
+    mask = np.zeros(n_servers + 1, dtype=np.int8)
+    cand = np.zeros((n_servers, N_CANDIDATE_FEATURES), dtype=np.float32)
+    if head is not None:
+        cand, server_mask, _ = candidates(free, head, residents(placed, index), index, predictor)
+        mask[:n_servers] = server_mask
+        mask[n_servers] = 1 if wait_allowed or not server_mask.any() else 0
+    else:
+        mask[n_servers] = 1
+    obs["job"] = job_features(head, obs["queues"][agent], agent, len(queues),
+                              topology.max_gpus_per_node)
+    obs["candidate"] = cand
+    obs["mask"] = mask
+    return obs

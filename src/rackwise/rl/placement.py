@@ -1,0 +1,60 @@
+"""From an agent's server choice to GPU ids: the placement rule under the action.
+
+An agent picks an *anchor* server; the rule then picks GPUs: the anchor's
+lowest free ids first, then the fewest nodes of the anchor's rack, then the
+fewest nodes anywhere. Anchors are "clean" when they hold the whole job (or a
+whole node's worth of a job wider than a node); only when no clean anchor
+exists may a job be spread from any server with a free GPU, so a job that
+fits is never blocked by the rule. Pure functions over `FreeGpus`.
+"""
+
+from __future__ import annotations
+
+from rackwise.cluster.allocation import FreeGpus
+from rackwise.policies.parts.placement import fewest_nodes, gpus_from
+
+
+def feasible_servers(free: FreeGpus, n_gpus: int) -> list[bool]:
+    """Per server, whether it may anchor a job of ``n_gpus`` GPUs now."""
+    topology = free.topology
+    if n_gpus > free.n_free:
+        return [False] * topology.n_nodes
+    clean = [_clean(free, n_gpus, n) for n in range(topology.n_nodes)]
+    if any(clean):
+        return clean
+    return [free.free_in_node(n) > 0 for n in range(topology.n_nodes)]
+
+
+def place_anchored(free: FreeGpus, n_gpus: int, server: int) -> tuple[int, ...] | None:
+    """GPU ids for a job of ``n_gpus`` anchored at ``server``, or None if the anchor is not allowed."""
+    topology = free.topology
+    if not 0 <= server < topology.n_nodes or not feasible_servers_one(free, n_gpus, server):
+        return None
+    own = free.free_gpu_ids(server)[:n_gpus]
+    need = n_gpus - len(own)
+    if need == 0:
+        return tuple(own)
+    rack = topology.nodes[server].rack_id
+    others = [n for n in topology.rack_nodes[rack] if n != server]
+    if sum(free.free_in_node(n) for n in others) >= need:
+        nodes = fewest_nodes(free, others, need)
+    else:
+        nodes = fewest_nodes(free, [n for n in range(topology.n_nodes) if n != server], need)
+    if nodes is None:
+        return None
+    return tuple(own) + gpus_from(free, nodes, need)
+
+
+def feasible_servers_one(free: FreeGpus, n_gpus: int, server: int) -> bool:
+    """`feasible_servers` for one server (O(1) when the server is clean)."""
+    if n_gpus > free.n_free:
+        return False
+    if _clean(free, n_gpus, server):
+        return True
+    if free.free_in_node(server) == 0:
+        return False
+    return not any(_clean(free, n_gpus, n) for n in range(free.topology.n_nodes))
+
+
+def _clean(free: FreeGpus, n_gpus: int, server: int) -> bool:
+    return free.free_in_node(server) >= min(n_gpus, free.topology.nodes[server].n_gpus)

@@ -1,0 +1,78 @@
+"""The ``marl`` policy: clear error without the extra, runs in the simulator, CLI commands."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from rackwise.errors import MissingExtraError
+from rackwise.policies.registry import all_policies, make_policy, policy_class
+
+
+def test_listed_and_importable_without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "torch" else real(name, *a))
+    assert "marl" in all_policies()
+    cls = policy_class("marl")
+    assert cls.needs_extra == "rl"
+    with pytest.raises(MissingExtraError) as info:
+        make_policy("marl")
+    message = str(info.value)
+    assert "pip install 'rackwise[rl]'" in message and "\n" not in message
+
+
+torch = pytest.importorskip("torch", reason="needs the rl extra: pip install 'rackwise[rl]'")
+
+from typer.testing import CliRunner  # noqa: E402
+
+from rackwise.cluster.topology import uniform_cluster  # noqa: E402
+from rackwise.perf.model import NetworkPerf  # noqa: E402
+from rackwise.sim.engine import simulate  # noqa: E402
+from rackwise.workload.job import Job  # noqa: E402
+
+
+def _jobs() -> list[Job]:
+    widths = [1, 1, 2, 1, 8, 1, 4, 1, 16, 1, 1, 2]
+    return [Job(f"j{i}", 20.0 * i, w, 300.0 + 50 * i, group=f"vc{i % 3}")
+            for i, w in enumerate(widths)]
+
+
+def test_shipped_checkpoint_runs_and_repeats() -> None:
+    cluster = uniform_cluster(8, 4, 4)
+    first = simulate(cluster, _jobs(), make_policy("marl"), perf=NetworkPerf(), seed=1)
+    again = simulate(cluster, _jobs(), make_policy("marl"), perf=NetworkPerf(), seed=1)
+    assert sorted(r.job_id for r in first.records) == sorted(j.job_id for j in _jobs())
+    assert first.records == again.records
+
+
+def test_simulate_cli_with_marl(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from rackwise.cli import app
+
+    result = CliRunner().invoke(app, [
+        "simulate", "--trace", "philly_2017", "--first-n", "40", "--policy", "marl",
+        "--nodes", "8", "--nodes-per-rack", "4", "--perf", "network", "--out", str(tmp_path / "r")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "r" / "summary.json").is_file()
+
+
+def test_train_marl_cli_writes_a_loadable_checkpoint(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import typer
+
+    from rackwise.cli.train import train_marl
+
+    app = typer.Typer()
+    app.command("train-marl")(train_marl)
+    app.command("noop")(lambda: None)  # two commands keep typer from flattening the app
+    out = tmp_path / "ck"
+    result = CliRunner().invoke(app, [
+        "train-marl", "--out", str(out), "--updates", "1", "--episodes-per-update", "1",
+        "--n-jobs", "20", "--nodes", "4", "--gpus-per-node", "4", "--nodes-per-rack", "2",
+        "--agents", "2", "--bc-episodes", "1", "--interference-samples", "200",
+        "--sources", "synthetic:philly_2017"])
+    assert result.exit_code == 0, result.output
+    assert (out / "training_curve.csv").is_file() and (out / "training_curve.png").is_file()
+    policy = make_policy("marl", checkpoint=str(out / "marl"))
+    done = simulate(uniform_cluster(4, 4, 2), _jobs()[:8], policy, seed=0)
+    assert len(done.records) == 8
