@@ -26,7 +26,7 @@ def train_marl(
     interference_samples: Annotated[int, typer.Option(help="Co-location samples for the interference model.")] = 6000,
     seed: Annotated[int, typer.Option(help="Seed of the whole run.")] = 0,
 ) -> None:
-    """Train the MARL scheduler (MAPPO, hierarchical GNN) on CPU; needs `pip install 'rackwise[rl]'`.
+    """Train the MARL scheduler (MAPPO, hierarchical GNN) on CPU; needs the rl extra.
 
     Example: rackwise train-marl --out results/marl --updates 40
     Use the result with: rackwise simulate --policy marl -p checkpoint=results/marl/marl
