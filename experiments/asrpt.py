@@ -1,4 +1,4 @@
-"""Run A-SRPT and its baselines on the windows of ``experiments/asrpt.yaml``.
+"""Run A-SRPT and its baselines on the grid of ``experiments/asrpt.yaml``.
 
     .venv/bin/python experiments/asrpt.py experiments/asrpt.yaml [--jobs 2]
 
@@ -18,23 +18,18 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import yaml
+from rackwise.experiments import Cell
 
 
-def run_cell(window: dict[str, Any], policy: str | dict[str, Any], cluster: dict[str, Any],
-             perf: str, seed: int) -> dict[str, Any]:
-    """Simulate one policy on one window and summarise it."""
+def run_cell(cell: Cell) -> dict[str, Any]:
+    """Simulate one cell of the grid and summarise it."""
     from rackwise.metrics.summary import summarize
     from rackwise.policies.parts.predictor import prediction_accuracy
     from rackwise.policies.parts.virtual_machine import srpt_finish_times
-    from rackwise.run import ClusterConfig, RunConfig, WorkloadConfig, execute
+    from rackwise.run import execute
 
-    name, label, params = _variant(policy)
-    config = RunConfig(workload=WorkloadConfig(**window, skip_oversized=True),
-                       cluster=ClusterConfig(**cluster), policy=name, policy_params=params,
-                       perf=perf, seed=seed)
     started = time.perf_counter()
-    result, _ = execute(config)
+    result, _ = execute(cell.config)
     wall_s = time.perf_counter() - started
     figures = summarize(result.records, result.timeline, result.topology.n_gpus)
     n_gpus = result.topology.n_gpus
@@ -43,7 +38,7 @@ def run_cell(window: dict[str, Any], policy: str | dict[str, Any], cluster: dict
                                for r in result.records])
     vm_flow = sum(bound[r.job_id] - r.submit_time for r in result.records)
     row: dict[str, Any] = {
-        "trace": window["trace"], "policy": label, "n_jobs": figures["n_jobs"],
+        "trace": cell.config.workload.trace, "policy": cell.policy_label, "n_jobs": figures["n_jobs"],
         "avg_jct_h": figures["avg_jct_s"] / 3600, "p99_jct_h": figures["p99_jct_s"] / 3600,
         "makespan_h": figures["makespan_s"] / 3600, "n_preemptions": figures["n_preemptions"],
         "utilisation": figures["utilisation"],
@@ -56,13 +51,6 @@ def run_cell(window: dict[str, Any], policy: str | dict[str, Any], cluster: dict
         row.update(mae_iters=accuracy["mae_iters"], mape_pct=accuracy["mape_pct"],
                    within_20pct_frac=accuracy["within_20pct_frac"])
     return row
-
-
-def _variant(entry: str | dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
-    """(registered name, label, parameters) of a policy entry: a name or {policy, label, params}."""
-    if isinstance(entry, str):
-        return entry, entry, {}
-    return entry["policy"], entry.get("label", entry["policy"]), dict(entry.get("params", {}))
 
 
 def table(rows: list[dict[str, Any]]) -> str:
@@ -84,17 +72,13 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1, help="runs in parallel")
     parser.add_argument("--policies", default=None, help="comma-separated labels: a subset")
     args = parser.parse_args()
-    spec = yaml.safe_load(args.config.read_text())
-    from rackwise.policies.registry import all_policies
+    from rackwise.experiments import load_experiment, plan
 
-    known = all_policies()
     wanted = set(args.policies.split(",")) if args.policies else None
-    policies = [p for p in spec["policies"] if _variant(p)[0] in known
-                and (wanted is None or _variant(p)[1] in wanted)]
-    cells = [(w, p) for w in spec["windows"] for p in policies]
+    cells = [cell for cell in plan(load_experiment(args.config), str(args.config))
+             if cell.skip_reason is None and (wanted is None or cell.policy_label in wanted)]
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        futures = [pool.submit(run_cell, w, p, spec["cluster"], spec["perf"], spec["seed"])
-                   for w, p in cells]
+        futures = [pool.submit(run_cell, cell) for cell in cells]
         rows = []
         for future in futures:
             rows.append(future.result())

@@ -8,6 +8,7 @@ into; `execute` builds everything from it and runs the simulator, and
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable
 from pathlib import Path
@@ -46,6 +47,8 @@ class WorkloadConfig(BaseModel):
     end_s: float | None = None
     first_n: int | None = Field(default=None, gt=0)
     skip_oversized: bool = False
+    # Arrival-rate factor: gaps between submissions are divided by it (1 = as recorded).
+    load: float = Field(default=1.0, gt=0)
 
 
 class ClusterConfig(BaseModel):
@@ -84,14 +87,26 @@ def load_workload(config: WorkloadConfig) -> Workload:
     if config.trace is not None:
         from rackwise import traces
 
-        return traces.load(config.trace, groups=config.groups, start_s=config.start_s,
-                           end_s=config.end_s, first_n=config.first_n)
-    from rackwise.workload import readers
+        workload = traces.load(config.trace, groups=config.groups, start_s=config.start_s,
+                               end_s=config.end_s, first_n=config.first_n)
+    else:
+        from rackwise.workload import readers
 
-    assert config.file is not None
-    workload = readers.read(config.file, config.format, mapping=config.mapping)
-    return workload.select(groups=config.groups, start_s=config.start_s, end_s=config.end_s,
-                           first_n=config.first_n)
+        assert config.file is not None
+        workload = readers.read(config.file, config.format, mapping=config.mapping)
+        workload = workload.select(groups=config.groups, start_s=config.start_s,
+                                   end_s=config.end_s, first_n=config.first_n)
+    return scale_arrivals(workload, config.load) if config.load != 1.0 else workload
+
+
+def scale_arrivals(workload: Workload, load: float) -> Workload:
+    """The same jobs arriving ``load`` times as fast: every gap between submissions is divided by it."""
+    if not workload.jobs:
+        return workload
+    first_s = min(job.submit_time for job in workload)
+    jobs = tuple(dataclasses.replace(job, submit_time=first_s + (job.submit_time - first_s) / load)
+                 for job in workload)
+    return dataclasses.replace(workload, jobs=jobs)
 
 
 def make_perf(name: str, params: dict[str, Any]) -> PerfModel:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from rackwise.cli import forecast, policies, report, serve, simulate, traces, train
+from rackwise.cli import compare, forecast, policies, report, reproduce, serve, simulate, sweep, traces, train
 
 app = typer.Typer(
     name="rackwise",
@@ -18,10 +18,13 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("simulate")(simulate.simulate)
+app.command("compare")(compare.compare)
+app.command("sweep")(sweep.sweep)
+app.command("report")(report.report)
+app.command("reproduce")(reproduce.reproduce)
+app.command("forecast")(forecast.forecast)
 app.command("policies")(policies.list_policies)
 app.command("serve")(serve.serve)
-app.command("report")(report.report)
-app.command("forecast")(forecast.forecast)
 app.command("train-marl")(train.train_marl)
 app.add_typer(traces.app, name="traces")
 

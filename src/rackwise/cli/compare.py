@@ -1,0 +1,107 @@
+"""``rackwise compare``: several policies on the same jobs, cluster and seed, side by side."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rackwise.cli.errors import reported
+from rackwise.cli.params import parse_params
+from rackwise.cli.sweep import cell_progress
+from rackwise.experiments.compare import COMPARED, Comparison, comparison_experiment
+from rackwise.experiments.compare import compare as run_comparison
+from rackwise.experiments.config import ClusterEntry, WorkloadEntry
+
+HEADINGS = {"avg_jct_s": "avg JCT", "median_jct_s": "p50 JCT", "p99_jct_s": "p99 JCT",
+            "avg_queueing_s": "avg queueing", "makespan_s": "makespan",
+            "utilisation": "utilisation", "comm_overhead_gpu_hours": "comm overhead",
+            "n_preemptions": "preemptions"}
+
+
+def absolute(name: str, value: Any) -> str:
+    """A figure in its own unit, as the baseline row shows it."""
+    if value is None or value != value:
+        return "-"
+    if name.endswith("_s"):
+        return f"{value / 3600:,.2f} h"
+    if name == "utilisation":
+        return f"{value:.1%}"
+    if name == "comm_overhead_gpu_hours":
+        return f"{value:,.1f} GPU-h"
+    return f"{int(value):,}"
+
+
+def relative(name: str, value: Any, factor: float | None) -> str:
+    """``0.82x``; the value itself where no ratio exists (a zero or missing baseline figure)."""
+    return f"{factor:.2f}x" if factor is not None else absolute(name, value)
+
+
+def print_comparison(console: Console, result: Comparison, title: str) -> None:
+    table = Table(title=title, caption=f"{result.baseline}: absolute; others: ratio to {result.baseline}")
+    table.add_column("policy", style="bold")
+    for name in COMPARED:
+        table.add_column(HEADINGS[name], justify="right")
+    for _, row in result.table[result.table["status"] == "ok"].iterrows():
+        label = row["policy"]
+        if label == result.baseline:
+            cells = [absolute(name, row.get(name)) for name in COMPARED]
+        else:
+            cells = [relative(name, row.get(name), result.ratios[label][name]) for name in COMPARED]
+        table.add_row(label, *cells)
+    console.print(table)
+    for label, reason in result.skipped.items():
+        console.print(f"skipped {label}: {reason}")
+
+
+def compare(
+    policies: Annotated[str, typer.Option(help="Comma-separated policies, e.g. fifo,tiresias,dally.")],
+    trace: Annotated[Optional[str], typer.Option(help="A shipped trace (see `rackwise traces list`).")] = None,
+    trace_file: Annotated[Optional[Path], typer.Option(help="Or a trace file of your own.")] = None,
+    trace_format: Annotated[str, typer.Option("--format", help="Format of --trace-file: csv, gavel or philly-json.")] = "csv",
+    mapping: Annotated[Optional[Path], typer.Option(help="YAML column mapping for a csv --trace-file.")] = None,
+    groups: Annotated[Optional[str], typer.Option(help="Keep only these clusters/virtual clusters (comma-separated).")] = None,
+    start_s: Annotated[Optional[float], typer.Option(help="Keep jobs submitted at or after this second.")] = None,
+    end_s: Annotated[Optional[float], typer.Option(help="Keep jobs submitted before this second.")] = None,
+    first_n: Annotated[Optional[int], typer.Option(help="Keep only the first N jobs (after the other filters).")] = None,
+    skip_oversized: Annotated[bool, typer.Option(help="Drop jobs larger than the cluster instead of failing.")] = False,
+    load: Annotated[float, typer.Option(help="Arrival-rate factor: gaps between submissions are divided by it.")] = 1.0,
+    cluster: Annotated[Optional[Path], typer.Option(help="Cluster spec file (YAML or TOML); overrides the flags below.")] = None,
+    nodes: Annotated[int, typer.Option(help="Nodes in a homogeneous cluster.")] = 64,
+    gpus_per_node: Annotated[int, typer.Option(help="GPUs per node.")] = 8,
+    nodes_per_rack: Annotated[int, typer.Option(help="Nodes per rack.")] = 8,
+    gpu_type: Annotated[str, typer.Option(help="GPU type of every node.")] = "v100",
+    perf: Annotated[str, typer.Option(help="Performance model: ideal (trace speeds) or network.")] = "ideal",
+    perf_param: Annotated[Optional[list[str]], typer.Option(help="Performance-model parameter key=value (repeatable).")] = None,
+    baseline: Annotated[Optional[str], typer.Option(help="Policy the others are relative to (default: the first).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of every random choice in the runs.")] = 0,
+    out: Annotated[Optional[Path], typer.Option(help="Results folder (default results/compare-TRACE-sSEED).")] = None,
+    jobs: Annotated[int, typer.Option(help="Policies simulated at once, in local processes.")] = 2,
+) -> None:
+    """Simulate several POLICIES on the same workload, cluster and seed; print each figure
+    relative to a baseline and write a results folder (one sub-folder per policy).
+
+    Example: rackwise compare --trace philly_2017 --first-n 2000 --policies fifo,tiresias,dally
+    """
+    console = Console()
+    with reported():
+        names = [name.strip() for name in policies.split(",") if name.strip()]
+        workload = WorkloadEntry(
+            trace=trace, file=trace_file, format=trace_format, mapping=mapping,  # type: ignore[arg-type]
+            groups=groups.split(",") if groups else None, start_s=start_s, end_s=end_s,
+            first_n=first_n, skip_oversized=skip_oversized)
+        spec = ClusterEntry(spec=cluster, nodes=nodes, gpus_per_node=gpus_per_node,
+                            nodes_per_rack=nodes_per_rack, gpu_type=gpu_type)
+        experiment = comparison_experiment(workload, spec, names, perf=perf,
+                                           perf_params=parse_params(perf_param, "--perf-param"),
+                                           seed=seed, load=load)
+        name = trace or (trace_file.stem if trace_file else "trace")
+        folder = out or Path("results") / f"compare-{name}-s{seed}"
+        with cell_progress(console, len(names), "comparing") as advance:
+            result = run_comparison(experiment, folder, baseline=baseline or names[0], jobs=jobs,
+                                    on_done=advance)
+    print_comparison(console, result, f"{len(result.ratios)} policies on {workload.label}, seed {seed}")
+    console.print(f"results in {result.out_dir}/")

@@ -1,0 +1,67 @@
+"""``rackwise sweep``: run an experiment grid in local processes or on Ray, resumably."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from rackwise.cli.errors import reported
+from rackwise.experiments import Cell, load_experiment, plan, run_cells
+from rackwise.experiments.runner import OnDone
+
+
+@contextmanager
+def cell_progress(console: Console, total: int | None, what: str) -> Iterator[OnDone]:
+    """A progress bar over cells; yields the callback that advances it."""
+    progress = Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), TextColumn("cells"),
+                        TimeElapsedColumn(), TextColumn("{task.description}"), console=console,
+                        transient=True)
+    task = progress.add_task("", total=total)
+
+    def advance(cell: Cell, status: str) -> None:
+        progress.update(task, advance=1,
+                        description=f"{cell.policy_label} on {cell.workload_label}: {status}")
+
+    with progress:
+        yield advance
+
+
+def sweep(
+    experiment: Annotated[Path, typer.Argument(help="Experiment file (YAML), e.g. experiments/delay.yaml.")],
+    out: Annotated[Optional[Path], typer.Option(help="Results folder (default results/sweep-NAME).")] = None,
+    jobs: Annotated[int, typer.Option(help="Cells run at once (local processes, or CPUs of a private Ray).")] = 2,
+    ray: Annotated[bool, typer.Option("--ray", help="Run on a private local Ray instance.")] = False,
+    ray_address: Annotated[Optional[str], typer.Option(help="Run on the Ray cluster at this address (auto, HOST:PORT).")] = None,
+    fresh: Annotated[bool, typer.Option(help="Run every cell again, ignoring finished ones.")] = False,
+) -> None:
+    """Run every cell of an EXPERIMENT grid and gather one Parquet table.
+
+    Finished cells are kept under OUT/cells/ and not run again.
+    Example: rackwise sweep experiments/delay.yaml --jobs 2
+    """
+    console = Console()
+    with reported():
+        spec = load_experiment(experiment)
+        cells = plan(spec, str(experiment))
+        folder = out or Path("results") / f"sweep-{spec.name}"
+        with cell_progress(console, len(cells), spec.name) as advance:
+            outcome = run_cells(cells, folder, jobs=jobs, use_ray=ray, ray_address=ray_address,
+                                resume=not fresh, on_done=advance)
+    reasons = {cell.policy_label: cell.skip_reason for cell in cells if cell.skip_reason}
+    for label, reason in sorted(reasons.items()):
+        console.print(f"skipped {label}: {reason}")
+    failed = outcome.table[outcome.table["status"] == "failed"]
+    for _, row in failed.iterrows():
+        console.print(f"failed {row['policy']} on {row['workload']} ({row['cluster']}, load "
+                      f"{row['load']:g}, seed {row['seed']}): {row['reason']}")
+    console.print(f"{len(cells)} cells: {outcome.n_ran} run, {outcome.n_cached} already done, "
+                  f"{outcome.n_skipped} skipped, {outcome.n_failed} failed "
+                  f"in {outcome.wall_time_s:.1f} s; table in {outcome.path}")
+    if outcome.n_failed:
+        raise typer.Exit(code=1)

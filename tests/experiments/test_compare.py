@@ -1,0 +1,51 @@
+"""``rackwise compare``: ratios printed against the baseline match the written figures."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import typer
+from typer.testing import CliRunner
+
+ARGS = ["compare", "--trace", "itp_2021", "--start-s", "2024521", "--first-n", "40", "--nodes", "2",
+        "--nodes-per-rack", "1", "--skip-oversized", "--perf", "network", "--jobs", "1",
+        "--policies", "fifo,tiresias,sjf", "--baseline", "fifo"]
+
+
+def test_compare_prints_ratios_to_the_baseline(cli: typer.Typer, tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, [*ARGS, "--out", str(tmp_path)], env={"COLUMNS": "220"})
+    assert result.exit_code == 0, result.output
+    summary = pd.read_parquet(tmp_path / "summary.parquet").set_index("policy")
+    assert list(summary.index) == ["fifo", "tiresias", "sjf"]
+    base = summary.loc["fifo"]
+    for policy in ("tiresias", "sjf"):
+        line = next(l for l in result.output.splitlines() if re.search(rf"\b{policy}\b", l))
+        shown = re.findall(r"(\d+\.\d\d)x", line)
+        expected = [f"{summary.loc[policy, name] / base[name]:.2f}"
+                    for name in ("avg_jct_s", "median_jct_s", "p99_jct_s", "avg_queueing_s",
+                                 "makespan_s", "utilisation")]
+        assert shown[:6] == expected
+    for policy in summary.index:  # one results folder per policy, as simulate writes it
+        figures = json.loads((tmp_path / policy / "summary.json").read_text())["figures"]
+        assert figures["avg_jct_s"] == summary.loc[policy, "avg_jct_s"]
+    payload = json.loads((tmp_path / "compare.json").read_text())
+    assert payload["baseline"] == "fifo"
+    assert payload["policies"]["sjf"]["ratios"]["avg_jct_s"] == summary.loc["sjf", "avg_jct_s"] / base["avg_jct_s"]
+
+
+def test_compare_refuses_an_unknown_policy_with_exit_2(cli: typer.Typer, tmp_path: Path) -> None:
+    args = [a if a != "fifo,tiresias,sjf" else "fifo,tiresais" for a in ARGS]
+    result = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert "tiresais" in result.output and "Did you mean 'tiresias'" in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_compare_refuses_a_baseline_it_does_not_run(cli: typer.Typer, tmp_path: Path) -> None:
+    args = [a if a != "--baseline" else "--baseline" for a in ARGS][:-1] + ["srtf"]
+    result = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "--baseline" in result.output
+    assert not (tmp_path / "out").exists()
