@@ -142,8 +142,13 @@ class TentativeAllocation:
         ids = self._base._free_ids[node_id]
         if node_id not in self._node_delta:
             return list(ids)
-        node = self.topology.nodes[node_id]
-        return [g for g in node.gpu_ids if self.is_free(g)]
+        taken, given = self._taken, self._given
+        ids = [g for g in ids if g not in taken]
+        if given:
+            node = self.topology.nodes[node_id]
+            ids.extend(g for g in node.gpu_ids if g in given)
+            ids.sort()
+        return ids
 
     def tightest_node(self, n_gpus: int) -> int | None:
         best: int | None = None

@@ -35,18 +35,20 @@ def fewest_nodes(free: FreeGpus, nodes: Iterable[int], n_gpus: int) -> list[int]
     Largest nodes first; the last one is the tightest node that covers the
     remainder, so a partial node is as full as possible.
     """
-    counted = sorted(((free.free_in_node(n), n) for n in nodes), key=lambda fn: (-fn[0], fn[1]))
-    counted = [(f, n) for f, n in counted if f > 0]
+    free_in_node = free.free_in_node
+    # (-count, node) sorts largest first, then by node id, without a key function (hot path).
+    counted = [(-count, n) for n in nodes if (count := free_in_node(n)) > 0]
+    counted.sort()
     chosen: list[int] = []
     need = n_gpus
-    for index, (count, node) in enumerate(counted):
-        if count >= need:
+    for index, (minus_count, node) in enumerate(counted):
+        if -minus_count >= need:
             # the tightest of the remaining nodes that still covers `need`
-            tight = min((c, n) for c, n in counted[index:] if c >= need)
+            tight = min((-c, n) for c, n in counted[index:] if -c >= need)
             chosen.append(tight[1])
             return chosen
         chosen.append(node)
-        need -= count
+        need += minus_count
     return None
 
 
