@@ -80,7 +80,7 @@ def forecast(
 
 
 def _h(now: float, value: float | None) -> str:
-    return "never" if value is None else f"+{(value - now) / 3600:,.2f} h"
+    return "never" if value is None else f"{(value - now) / 3600:+,.2f} h"
 
 
 def print_table(console: Console, data: dict, limit: int) -> None:  # type: ignore[type-arg]
