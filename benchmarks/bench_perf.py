@@ -18,7 +18,7 @@ import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-TRACE = "/work/shared/traces/philly_2017.csv.gz"
+TRACE = "philly_2017"  # a shipped trace name, or a CSV file in the shipped traces' format
 
 
 def _commit() -> str:
@@ -58,15 +58,16 @@ def measure(model: str, first_n: int | None, path: str) -> dict[str, object]:
     from rackwise.perf.model import NetworkPerf
     from rackwise.policies.registry import make_policy
     from rackwise.sim.engine import Simulator
-    from rackwise.workload.job import Job
 
-    frame = pd.read_csv(path, nrows=first_n)
+    from rackwise import traces
+    from rackwise.workload.readers.csv import read_csv
+
     topology = uniform_cluster(64, 8, 8)
-    jobs = [Job(str(job_id), float(submit), int(gpus), float(duration), group=cluster)
-            for job_id, submit, gpus, duration, cluster in zip(
-                frame["job_id"], frame["submit_time"], frame["num_gpus"], frame["duration"],
-                frame["cluster"])
-            if int(gpus) <= topology.n_gpus]
+    if path in traces.names():
+        workload = traces.load(path, first_n=first_n, rebase=False)
+    else:
+        workload = read_csv(path).select(first_n=first_n)
+    jobs = list(workload.drop_oversized(topology.n_gpus))
     perf = _timed(NetworkPerf)() if model == "network" else _timed(IdealPerf)()
     started = time.perf_counter()
     cpu_started = time.process_time()
