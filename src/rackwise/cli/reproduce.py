@@ -29,6 +29,10 @@ def reproduce(
     folder = out or Path("results") / ("reproduce-quick" if quick else "reproduce")
     docs_dir = docs or (folder if quick else Path("docs"))
     command = "rackwise reproduce" + (" --quick" if quick else "")
+    if experiment != Path("experiments/all.yaml"):
+        command += f" --experiment {experiment}"
+    if docs is not None:
+        command += f" --docs {docs}"
     with reported():
         with cell_progress(console, None, "reproducing") as advance:
             result = run_reproduction(experiment, folder, docs_dir, quick=quick, jobs=jobs,

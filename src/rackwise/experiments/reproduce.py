@@ -44,7 +44,9 @@ def summary_table(table: pd.DataFrame, baseline: str | None) -> pd.DataFrame:
     done = table[table["status"] == "ok"]
     keys = ["workload", "cluster", "load", "policy"]
     figures = ["avg_jct_s", "p99_jct_s", "avg_queueing_s", "makespan_s", "utilisation",
-               "n_preemptions"]
+               "n_preemptions", "comm_overhead_gpu_hours"]
+    done = done.assign(comm_overhead_gpu_hours=done.get("comm_overhead_gpu_hours", 0.0))
+    done["comm_overhead_gpu_hours"] = done["comm_overhead_gpu_hours"].fillna(0.0)
     mean = done.groupby(keys, sort=False)[figures].mean().reset_index()
     mean["n_seeds"] = done.groupby(keys, sort=False).size().to_numpy()
     if baseline is not None:
@@ -61,13 +63,15 @@ def markdown(mean: pd.DataFrame, skipped: dict[str, str], command: str,
              "Figures are means over seeds; times in hours."
              + (f" `vs {baseline}` is average JCT over {baseline}'s." if baseline else ""), ""]
     header = ("| workload | cluster | load | policy | avg JCT | p99 JCT | avg queueing | makespan "
-              "| utilisation | preemptions |" + (f" vs {baseline} |" if baseline else ""))
-    lines += [header, "|" + "---|" * 4 + "---:|" * (6 + (1 if baseline else 0))]
+              "| utilisation | preemptions | comm GPU-h |"
+              + (f" vs {baseline} |" if baseline else ""))
+    lines += [header, "|" + "---|" * 4 + "---:|" * (7 + (1 if baseline else 0))]
     for row in mean.itertuples():
         cells = [row.workload, row.cluster, f"{row.load:g}", row.policy,
                  f"{row.avg_jct_s / 3600:.2f}", f"{row.p99_jct_s / 3600:.1f}",
                  f"{row.avg_queueing_s / 3600:.2f}", f"{row.makespan_s / 3600:.1f}",
-                 f"{row.utilisation:.1%}", f"{row.n_preemptions:,.0f}"]
+                 f"{row.utilisation:.1%}", f"{row.n_preemptions:,.0f}",
+                 f"{row.comm_overhead_gpu_hours:,.1f}"]
         if baseline:
             cells.append(f"{row.jct_vs_baseline:.2f}x")
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
