@@ -73,7 +73,8 @@ class Workload(Sequence[Job]):
             if job.n_gpus > capacity:
                 raise InputError(
                     f"job {job.job_id!r} asks for {job.n_gpus} GPUs but cluster "
-                    f"{topology.name!r} has {capacity}; drop such jobs with drop_oversized()",
+                    f"{topology.name!r} has {capacity}; use a larger cluster, or drop such jobs "
+                    f"(--skip-oversized)",
                     source=self.source or self.name, line=line or None, field=self.n_gpus_field)
 
     def drop_oversized(self, n_gpus: int) -> Workload:
