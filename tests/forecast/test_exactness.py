@@ -8,13 +8,12 @@ the continuing run's, to the last bit.
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from strategies import clusters_and_workloads
 
+from rackwise.errors import MissingExtraError
 from rackwise.forecast.forward import forward
 from rackwise.forecast.from_sim import ForecastTap, snapshot_of
 from rackwise.forecast.snapshot import from_json, to_json
@@ -22,7 +21,6 @@ from rackwise.policies.base import Decisions
 from rackwise.policies.registry import all_policies, make_policy
 from rackwise.sim.engine import Simulator
 
-HAS_SKLEARN = importlib.util.find_spec("sklearn") is not None
 POLICIES = sorted(all_policies())
 
 
@@ -82,7 +80,9 @@ def check_exact(name: str, topology, jobs, offset_s: float, via_json: bool) -> N
 @given(case=clusters_and_workloads(max_jobs=16), offset_s=st.sampled_from([0.0, 1.0, 333.0, 2_000.0]),
        via_json=st.booleans())
 def test_forecast_equals_what_happens(name: str, case, offset_s: float, via_json: bool) -> None:  # type: ignore[no-untyped-def]
-    if name == "asrpt" and not HAS_SKLEARN:
-        pytest.skip("asrpt needs scikit-learn")
+    try:
+        make_policy(name)
+    except MissingExtraError as exc:
+        pytest.skip(f"policy '{name}' needs an optional extra: {exc}")
     topology, jobs = case
     check_exact(name, topology, jobs, offset_s, via_json)
