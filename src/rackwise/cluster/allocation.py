@@ -166,29 +166,43 @@ class TentativeAllocation:
 
     def take(self, gpu_ids: Iterable[int]) -> None:
         """Mark free GPUs as used in this overlay."""
+        taken, given, owner = self._taken, self._given, self._base.owner
+        per_node: dict[int, int] = {}
+        gpu_node = self.topology.gpu_node
         for gpu in gpu_ids:
-            if not self.is_free(gpu):
+            if gpu in given:
+                given.discard(gpu)
+            elif gpu in taken or owner[gpu] is not None:
                 raise ValueError(f"GPU {gpu} is not free")
-            if gpu in self._given:
-                self._given.discard(gpu)
             else:
-                self._taken.add(gpu)
-            self._shift(gpu, -1)
+                taken.add(gpu)
+            node = gpu_node[gpu]
+            per_node[node] = per_node.get(node, 0) + 1
+        self._shift(per_node, -1)
 
     def give(self, gpu_ids: Iterable[int]) -> None:
         """Mark used GPUs as free in this overlay (a tentative preemption)."""
+        taken, given, owner = self._taken, self._given, self._base.owner
+        per_node: dict[int, int] = {}
+        gpu_node = self.topology.gpu_node
         for gpu in gpu_ids:
-            if self.is_free(gpu):
+            if gpu in taken:
+                taken.discard(gpu)
+            elif gpu in given or owner[gpu] is None:
                 raise ValueError(f"GPU {gpu} is already free")
-            if gpu in self._taken:
-                self._taken.discard(gpu)
             else:
-                self._given.add(gpu)
-            self._shift(gpu, +1)
+                given.add(gpu)
+            node = gpu_node[gpu]
+            per_node[node] = per_node.get(node, 0) + 1
+        self._shift(per_node, +1)
 
-    def _shift(self, gpu: int, delta: int) -> None:
-        node = self.topology.gpu_node[gpu]
-        rack = self.topology.nodes[node].rack_id
-        self._node_delta[node] = self._node_delta.get(node, 0) + delta
-        self._rack_delta[rack] = self._rack_delta.get(rack, 0) + delta
-        self._n_free += delta
+    def _shift(self, per_node: dict[int, int], sign: int) -> None:
+        # One update per node touched, not per GPU: jobs span few nodes.
+        nodes = self.topology.nodes
+        node_delta, rack_delta = self._node_delta, self._rack_delta
+        for node, count in per_node.items():
+            delta = sign * count
+            node_delta[node] = node_delta.get(node, 0) + delta
+            rack = nodes[node].rack_id
+            rack_delta[rack] = rack_delta.get(rack, 0) + delta
+            self._n_free += delta
