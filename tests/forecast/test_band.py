@@ -46,3 +46,21 @@ def test_sampled_durations_cover_every_job(snapshot: ClusterSnapshot) -> None:
     drawn = sampled_durations(snapshot, np.random.default_rng(0))
     ids = {s.job_id for s in (*snapshot.running, *snapshot.pending)}
     assert set(drawn) == ids and all(math.isfinite(v) and v > 0 for v in drawn.values())
+
+
+def test_errors_of_one_sample_move_together(snapshot: ClusterSnapshot) -> None:
+    """With full correlation the pending jobs of a group draw one error ratio; with none they differ."""
+    pending = list(snapshot.pending)
+    assert len(pending) >= 4
+
+    def ratios_by_group(correlation: float, seed: int) -> dict[str | None, set[float]]:
+        drawn = sampled_durations(snapshot, np.random.default_rng(seed), correlation=correlation)
+        out: dict[str | None, set[float]] = {}
+        for state in pending:
+            ratio = drawn[state.job_id] / snapshot.predicted_duration_s[state.job_id]
+            out.setdefault(state.job.group, set()).add(round(ratio, 9))
+        return out
+
+    for seed in range(5):
+        assert all(len(r) == 1 for r in ratios_by_group(1.0, seed).values())
+    assert any(len(r) > 1 for seed in range(5) for r in ratios_by_group(0.0, seed).values())

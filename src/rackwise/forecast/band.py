@@ -66,14 +66,29 @@ class JobBand:
     finish_s: tuple[float, float, float]
 
 
-def sampled_durations(snapshot: ClusterSnapshot, rng: np.random.Generator) -> dict[str, float]:
-    """One draw of every job's total duration."""
+# Prediction errors of jobs in one cluster move together (a busy week, a new
+# model version); drawn independently they cancel along a queue and the band
+# comes out far too narrow. Each sample shares this much of its error.
+ERROR_CORRELATION = 0.5
+
+
+def sampled_durations(snapshot: ClusterSnapshot, rng: np.random.Generator,
+                      correlation: float = ERROR_CORRELATION) -> dict[str, float]:
+    """One draw of every job's total duration.
+
+    The quantiles drawn follow a Gaussian copula: every job's normal score is
+    ``sqrt(correlation) * common + sqrt(1 - correlation) * own``.
+    """
+    from scipy.special import ndtr
+
     now = snapshot.taken_at_s
     error = snapshot.duration_error
     predicted = snapshot.predicted_duration_s
     out: dict[str, float] = {}
     states = (*snapshot.running, *snapshot.pending)
-    draws = rng.random(len(states) + len(snapshot.arrivals))
+    common = rng.standard_normal()
+    own = rng.standard_normal(len(states) + len(snapshot.arrivals))
+    draws = ndtr(math.sqrt(correlation) * common + math.sqrt(1.0 - correlation) * own)
     for u, state in zip(draws, states):
         elapsed = done_s(state, now) if state.status.value == "running" else 0.0
         out[state.job_id] = sample_total_s(predicted[state.job_id], elapsed,
