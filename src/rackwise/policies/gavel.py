@@ -92,12 +92,9 @@ class Gavel(BasePolicy):
 
     # ------------------------------------------------------------------ rounds
     def schedule(self, view: ClusterView, now: float) -> Decisions:
-        clock = self.clock_
-        if not clock.due(view, now):
-            return Decisions(wake_at=clock.wake_at(view, now))
-        clock.start_round(now)
-        active = sorted([*view.pending.values(), *view.running.values()],
-                        key=lambda s: (s.job.submit_time, s.job_id))
+        active = self.clock_.begin(view, now)
+        if active is None:
+            return Decisions(wake_at=self.clock_.wake_at(view, now))
         rates = self.rates_.matrix(view, active)
         self._account(view, now)
         if self.dirty_ and (self.last_reset_ is None
@@ -105,7 +102,7 @@ class Gavel(BasePolicy):
             self._recompute(active, rates, now)
         decisions = self._run_round(view, active, rates, now)
         stuck = [s.job_id for s, r in zip(active, rates) if not (r > 0).any()]
-        wake = clock.wake_at(view, now) if self.span_types or len(stuck) < len(active) else None
+        wake = self.clock_.wake_at(view, now) if self.span_types or len(stuck) < len(active) else None
         unplaced = {job_id: "needs more GPUs than any single GPU type has" for job_id in stuck
                     if self.span_types is False}
         return Decisions(start=decisions.start, preempt=decisions.preempt, wake_at=wake,

@@ -86,18 +86,15 @@ class Hadar(BasePolicy):
 
     # ---------------------------------------------------------------- rounds
     def schedule(self, view: ClusterView, now: float) -> Decisions:
-        clock = self.clock_
-        if not clock.due(view, now):
-            return Decisions(wake_at=clock.wake_at(view, now))
-        clock.start_round(now)
-        active = sorted([*view.pending.values(), *view.running.values()],
-                        key=lambda s: (s.job.submit_time, s.job_id))
+        active = self.clock_.begin(view, now)
+        if active is None:
+            return Decisions(wake_at=self.clock_.wake_at(view, now))
         theta = self.rates_.matrix(view, active)
         layouts = self._plan(view, active, theta, now)
         self._add_copies(view, active, theta, layouts)
         decisions = self._decide(view, active, layouts)
         return Decisions(start=decisions.start, preempt=decisions.preempt,
-                         wake_at=clock.wake_at(view, now))
+                         wake_at=self.clock_.wake_at(view, now))
 
     def _gamma3(self, state: JobState, rates: np.ndarray) -> float:
         """The utility's knee: a multiple of the fewest slots the whole job could take."""

@@ -199,3 +199,11 @@ class RoundClock:
         if (view.pending or view.running) and self.next_round > now:
             return self.next_round
         return None
+
+    def begin(self, view: ClusterView, now: float) -> list[JobState] | None:
+        """Start a round if one is due: every active job, by submit time; else None."""
+        if not self.due(view, now):
+            return None
+        self.start_round(now)
+        return sorted([*view.pending.values(), *view.running.values()],
+                      key=lambda s: (s.job.submit_time, s.job_id))
