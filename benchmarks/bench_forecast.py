@@ -19,12 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
-import subprocess
-import sys
 import time
 
 import numpy as np
+
+from provenance import provenance
 
 WINDOWS = {  # trace -> (nodes, gpus per node, nodes per rack, start day, days)
     "philly_2017": (64, 8, 8, 40.0, 10.0),
@@ -32,18 +31,9 @@ WINDOWS = {  # trace -> (nodes, gpus per node, nodes per rack, start day, days)
 }
 
 
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
 
 def emit(figure: str, value: object, **extra: object) -> None:
-    print(json.dumps({"figure": figure, "value": value, **extra, "command": " ".join(sys.argv),
-                      "commit": _commit(), "machine": platform.machine(),
-                      "cpus": os.cpu_count()}), flush=True)
+    print(json.dumps({"figure": figure, "value": value, **extra, **provenance()}), flush=True)
 
 
 def big_snapshot(policy: str, n_running: int = 2_000, n_pending: int = 5_000,

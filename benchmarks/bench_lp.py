@@ -6,8 +6,6 @@ Prints one JSON line per figure. Usage: python benchmarks/bench_lp.py [n_jobs ..
 from __future__ import annotations
 
 import json
-import platform
-import subprocess
 import sys
 import time
 
@@ -17,6 +15,8 @@ from rackwise.cluster.topology import ClusterSpec
 from rackwise.policies.gavel import Gavel
 from rackwise.sim.engine import Simulator
 from rackwise.workload.job import Job
+
+from provenance import provenance
 
 
 class _TypePerf:
@@ -61,12 +61,9 @@ def bench(n_jobs: int, objective: str) -> dict[str, object]:
     start = time.perf_counter()
     policy.schedule(sim.view, sim.now)
     second = time.perf_counter() - start
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
     return {"bench": "gavel_round", "objective": objective, "n_jobs": n_jobs, "n_gpu_types": 3,
             "n_gpus": topology.n_gpus, "first_round_s": round(first, 4),
-            "lp_round_s": round(second, 4), "command": " ".join(sys.argv), "commit": commit,
-            "machine": platform.machine(), "python": platform.python_version()}
+            "lp_round_s": round(second, 4), **provenance()}
 
 
 if __name__ == "__main__":

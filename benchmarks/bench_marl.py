@@ -13,20 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
-import subprocess
-import sys
 import time
 
 import numpy as np
 
+from provenance import provenance
 
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def main() -> None:
@@ -77,8 +69,7 @@ def main() -> None:
         "p50_ms": round(float(np.percentile(latencies_ms, 50)), 3),
         "p99_ms": round(float(np.percentile(latencies_ms, 99)), 3),
         "mean_ms": round(float(np.mean(latencies_ms)), 3),
-        "command": " ".join(["python", *sys.argv]), "commit": _commit(),
-        "machine": f"{platform.machine()} {platform.processor() or platform.system()}, python {platform.python_version()}",
+        **provenance(),
     }))
 
 

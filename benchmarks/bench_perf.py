@@ -12,21 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
-import subprocess
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 
+from provenance import provenance
+
 TRACE = "philly_2017"  # a shipped trace name, or a CSV file in the shipped traces' format
 
-
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def _timed(cls: type) -> type:
@@ -51,7 +43,6 @@ def _timed(cls: type) -> type:
 
 
 def measure(model: str, first_n: int | None, path: str) -> dict[str, object]:
-    import pandas as pd
 
     from rackwise.cluster.topology import uniform_cluster
     from rackwise.perf.base import IdealPerf
@@ -95,9 +86,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="runs per model (best is kept)")
     parser.add_argument("--trace", default=TRACE)
     args = parser.parse_args()
-    common = {"command": " ".join(["python", *sys.argv]), "commit": _commit(),
-              "machine": f"{platform.machine()} {platform.processor()}".strip(),
-              "python": platform.python_version()}
+    common = provenance()
     best: dict[str, dict[str, object]] = {}
     for model in ("ideal", "network"):
         for _ in range(args.repeat):

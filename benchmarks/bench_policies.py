@@ -20,23 +20,15 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
-import platform
 import resource
-import subprocess
-import sys
 import time
 from pathlib import Path
+
+from provenance import provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEED_CLUSTERS = {"philly_2017": (64, 8, 8), "itp_2021": (160, 8, 8)}
 
-
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True, cwd=ROOT).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def _rss_mib() -> float:
@@ -155,9 +147,7 @@ def main() -> None:
     parser.add_argument("--busy-frac", type=float, default=0.9)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
-    common = {"command": " ".join(["python", *sys.argv]), "commit": _commit(),
-              "machine": f"{platform.machine()} {platform.processor()} {multiprocessing.cpu_count()} cpus",
-              "python": platform.python_version()}
+    common = provenance()
     for policy in args.policies.split(","):
         if args.figure == "speed":
             for trace in args.traces.split(","):

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 
-from bench_policies import _commit, _rss_mib
+from bench_policies import _rss_mib
+from provenance import provenance
 
 
 def run(policy: str, first_n: int | None, n_gpus: int) -> dict[str, object]:
@@ -39,7 +39,6 @@ def run(policy: str, first_n: int | None, n_gpus: int) -> dict[str, object]:
 
 
 def main() -> None:
-    import platform
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--policy", default="fifo")
@@ -47,9 +46,7 @@ def main() -> None:
     parser.add_argument("--gpus", default="64,512,2048,10000")
     parser.add_argument("--limit-s", type=float, default=300.0)
     args = parser.parse_args()
-    common = {"command": " ".join(["python", *sys.argv]), "commit": _commit(),
-              "machine": f"{platform.machine()} {platform.processor()}".strip(),
-              "python": platform.python_version(), "policy": args.policy}
+    common = {**provenance(), "policy": args.policy}
     by_jobs = {}
     for n in (int(x) for x in args.jobs.split(",")):
         row = in_fresh_process_run(args.policy, n or None, 512, args.limit_s)

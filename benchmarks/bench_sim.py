@@ -11,22 +11,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import resource
-import subprocess
-import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 
+from provenance import provenance
+
 CLUSTERS = {"philly_2017": (64, 8, 8), "itp_2021": (160, 8, 8)}
 
-
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def measure(trace: str, policy: str, first_n: int | None) -> dict[str, object]:
@@ -68,9 +60,7 @@ def main() -> None:
     parser.add_argument("--scaling", action=argparse.BooleanOptionalAction, default=True,
                         help="also time the first 8,224 jobs (1/10 of philly) under fifo")
     args = parser.parse_args()
-    common = {"command": " ".join([sys.executable.split("/")[-1], *sys.argv]),
-              "commit": _commit(), "machine": f"{platform.machine()} {platform.processor()}".strip(),
-              "python": platform.python_version()}
+    common = provenance()
     cells = [(t, p, None) for t in args.traces.split(",") for p in args.policies.split(",")]
     if args.scaling:
         cells.append(("philly_2017", "fifo", 8_224))

@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -28,6 +25,8 @@ from rackwise.perf.model import NetworkPerf
 from rackwise.policies.registry import make_policy
 from rackwise.sim.engine import simulate
 
+from provenance import provenance
+
 ROOT = Path(__file__).resolve().parents[1]
 POLICIES = ("fifo", "tiresias", "dally", "gavel", "hadar", "asrpt", "asrpt-oracle",
             "combined", "combined:oracle")
@@ -38,13 +37,6 @@ def topologies() -> dict[str, object]:
             "homo": uniform_cluster(27, 4, 9, gpu_type="v100")}
 
 
-def _commit() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True, cwd=ROOT).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -54,8 +46,7 @@ def main() -> None:
     parser.add_argument("--clusters", default="hetero,homo")
     parser.add_argument("--traces", default=",".join(traces.names()))
     args = parser.parse_args()
-    common = {"command": " ".join(["python", *sys.argv]), "commit": _commit(),
-              "machine": f"{platform.machine()} {platform.processor()}".strip()}
+    common = provenance()
     clusters = topologies()
     for trace in args.traces.split(","):
         start = busiest_day(trace)
