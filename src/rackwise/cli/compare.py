@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from rackwise.cli import options
 from rackwise.cli.errors import reported
 from rackwise.cli.params import parse_params
 from rackwise.cli.sweep import cell_progress
@@ -59,23 +60,23 @@ def print_comparison(console: Console, result: Comparison, title: str) -> None:
 
 def compare(
     policies: Annotated[str, typer.Option(help="Comma-separated policies, e.g. fifo,tiresias,dally.")],
-    trace: Annotated[Optional[str], typer.Option(help="A shipped trace (see `rackwise traces list`).")] = None,
-    trace_file: Annotated[Optional[Path], typer.Option(help="Or a trace file of your own.")] = None,
-    trace_format: Annotated[str, typer.Option("--format", help="Format of --trace-file: csv, gavel or philly-json.")] = "csv",
-    mapping: Annotated[Optional[Path], typer.Option(help="YAML column mapping for a csv --trace-file.")] = None,
-    groups: Annotated[Optional[str], typer.Option(help="Keep only these clusters/virtual clusters (comma-separated).")] = None,
-    start_s: Annotated[Optional[float], typer.Option(help="Keep jobs submitted at or after this second.")] = None,
-    end_s: Annotated[Optional[float], typer.Option(help="Keep jobs submitted before this second.")] = None,
-    first_n: Annotated[Optional[int], typer.Option(help="Keep only the first N jobs (after the other filters).")] = None,
-    skip_oversized: Annotated[bool, typer.Option(help="Drop jobs larger than the cluster instead of failing.")] = False,
+    trace: options.Trace = None,
+    trace_file: options.TraceFile = None,
+    trace_format: options.TraceFormat = "csv",
+    mapping: options.Mapping = None,
+    groups: options.Groups = None,
+    start_s: options.StartS = None,
+    end_s: options.EndS = None,
+    first_n: options.FirstN = None,
+    skip_oversized: options.SkipOversized = False,
     load: Annotated[float, typer.Option(help="Arrival-rate factor: gaps between submissions are divided by it.")] = 1.0,
-    cluster: Annotated[Optional[Path], typer.Option(help="Cluster spec file (YAML or TOML); overrides the flags below.")] = None,
-    nodes: Annotated[int, typer.Option(help="Nodes in a homogeneous cluster.")] = 64,
-    gpus_per_node: Annotated[int, typer.Option(help="GPUs per node.")] = 8,
-    nodes_per_rack: Annotated[int, typer.Option(help="Nodes per rack.")] = 8,
-    gpu_type: Annotated[str, typer.Option(help="GPU type of every node.")] = "v100",
-    perf: Annotated[str, typer.Option(help="Performance model: ideal (trace speeds) or network.")] = "ideal",
-    perf_param: Annotated[Optional[list[str]], typer.Option(help="Performance-model parameter key=value (repeatable).")] = None,
+    cluster: options.Cluster = None,
+    nodes: options.Nodes = 64,
+    gpus_per_node: options.GpusPerNode = 8,
+    nodes_per_rack: options.NodesPerRack = 8,
+    gpu_type: options.GpuType = "v100",
+    perf: options.Perf = "ideal",
+    perf_param: options.PerfParam = None,
     baseline: Annotated[Optional[str], typer.Option(help="Policy the others are relative to (default: the first).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of every random choice in the runs.")] = 0,
     out: Annotated[Optional[Path], typer.Option(help="Results folder (default results/compare-TRACE-sSEED).")] = None,

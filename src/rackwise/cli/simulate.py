@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from rackwise.cli import options
 from rackwise.cli.errors import reported
 from rackwise.cli.params import parse_params
 from rackwise.run import ClusterConfig, RunConfig, WorkloadConfig, execute, save, summary_of
@@ -70,24 +71,24 @@ def print_summary(console: Console, figures: dict[str, float], title: str) -> No
 
 
 def simulate(
-    trace: Annotated[Optional[str], typer.Option(help="A shipped trace (see `rackwise traces list`).")] = None,
-    trace_file: Annotated[Optional[Path], typer.Option(help="Or a trace file of your own.")] = None,
-    trace_format: Annotated[str, typer.Option("--format", help="Format of --trace-file: csv, gavel or philly-json.")] = "csv",
-    mapping: Annotated[Optional[Path], typer.Option(help="YAML column mapping for a csv --trace-file.")] = None,
-    groups: Annotated[Optional[str], typer.Option(help="Keep only these clusters/virtual clusters (comma-separated).")] = None,
-    start_s: Annotated[Optional[float], typer.Option(help="Keep jobs submitted at or after this second.")] = None,
-    end_s: Annotated[Optional[float], typer.Option(help="Keep jobs submitted before this second.")] = None,
-    first_n: Annotated[Optional[int], typer.Option(help="Keep only the first N jobs (after the other filters).")] = None,
-    skip_oversized: Annotated[bool, typer.Option(help="Drop jobs larger than the cluster instead of failing.")] = False,
+    trace: options.Trace = None,
+    trace_file: options.TraceFile = None,
+    trace_format: options.TraceFormat = "csv",
+    mapping: options.Mapping = None,
+    groups: options.Groups = None,
+    start_s: options.StartS = None,
+    end_s: options.EndS = None,
+    first_n: options.FirstN = None,
+    skip_oversized: options.SkipOversized = False,
     policy: Annotated[str, typer.Option(help="Scheduling policy (see `rackwise policies`).")] = "fifo",
     param: Annotated[Optional[list[str]], typer.Option("--param", "-p", help="Policy parameter key=value (repeatable).")] = None,
-    cluster: Annotated[Optional[Path], typer.Option(help="Cluster spec file (YAML or TOML); overrides the flags below.")] = None,
-    nodes: Annotated[int, typer.Option(help="Nodes in a homogeneous cluster.")] = 64,
-    gpus_per_node: Annotated[int, typer.Option(help="GPUs per node.")] = 8,
-    nodes_per_rack: Annotated[int, typer.Option(help="Nodes per rack.")] = 8,
-    gpu_type: Annotated[str, typer.Option(help="GPU type of every node.")] = "v100",
-    perf: Annotated[str, typer.Option(help="Performance model: ideal (trace speeds) or network.")] = "ideal",
-    perf_param: Annotated[Optional[list[str]], typer.Option(help="Performance-model parameter key=value (repeatable).")] = None,
+    cluster: options.Cluster = None,
+    nodes: options.Nodes = 64,
+    gpus_per_node: options.GpusPerNode = 8,
+    nodes_per_rack: options.NodesPerRack = 8,
+    gpu_type: options.GpuType = "v100",
+    perf: options.Perf = "ideal",
+    perf_param: options.PerfParam = None,
     seed: Annotated[int, typer.Option(help="Seed of every random choice in the run.")] = 0,
     out: Annotated[Optional[Path], typer.Option(help="Results folder (default results/TRACE-POLICY-sSEED).")] = None,
     table_format: Annotated[str, typer.Option("--table-format", help="parquet or csv.")] = "parquet",

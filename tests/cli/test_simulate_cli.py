@@ -1,0 +1,48 @@
+"""`rackwise simulate` end to end: a results folder on success, one line and exit 2 on bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from rackwise.cli import app
+
+RUNNER = CliRunner()
+
+
+def test_simulate_writes_a_results_folder(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = RUNNER.invoke(app, ["simulate", "--trace", "itp_2021", "--first-n", "200",
+                                 "--nodes", "4", "--policy", "tiresias", "--out", str(out),
+                                 "--table-format", "csv"])
+    assert result.exit_code == 0, result.output
+    assert {p.name for p in out.iterdir()} == {"jobs.csv", "timeline.csv", "summary.json"}
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["figures"]["n_jobs"] == 200
+    assert summary["config"]["policy"] == "tiresias"
+    assert len((out / "jobs.csv").read_text().splitlines()) == 201
+
+
+def test_malformed_trace_names_file_line_and_field(tmp_path: Path) -> None:
+    trace = tmp_path / "bad.csv"
+    trace.write_text("job_id,cluster,submit_time,duration,num_gpus\n1,a,0,100,1\n2,a,5,-3,1\n")
+    out = tmp_path / "run"
+    result = RUNNER.invoke(app, ["simulate", "--trace-file", str(trace), "--out", str(out)])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and "bad.csv:3" in lines[0] and "duration" in lines[0]
+    assert not out.exists() and [p.name for p in tmp_path.iterdir()] == ["bad.csv"]
+
+
+def test_job_larger_than_the_cluster_and_unknown_policy(tmp_path: Path) -> None:
+    trace = tmp_path / "big.csv"
+    trace.write_text("job_id,cluster,submit_time,duration,num_gpus\n1,a,0,100,1\n2,a,5,3,64\n")
+    result = RUNNER.invoke(app, ["simulate", "--trace-file", str(trace), "--nodes", "2",
+                                 "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and "big.csv:3" in result.output and "num_gpus" in result.output
+    result = RUNNER.invoke(app, ["simulate", "--trace", "itp_2021", "--policy", "tiresas",
+                                 "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and "Did you mean 'tiresias'" in result.output
+    assert not (tmp_path / "run").exists()
