@@ -8,7 +8,7 @@ Both answer the read-only `FreeGpus` protocol that placement strategies use.
 
 from __future__ import annotations
 
-from bisect import insort
+from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 from typing import Protocol
 
@@ -28,6 +28,10 @@ class FreeGpus(Protocol):
     def free_in_rack(self, rack_id: int) -> int: ...
 
     def free_gpu_ids(self, node_id: int) -> list[int]: ...
+
+    def free_counts(self) -> list[int]:
+        """Free GPUs of every node, indexed by node id (a copy)."""
+        ...
 
     def tightest_node(self, n_gpus: int) -> int | None:
         """A node with the fewest free GPUs that still has ``n_gpus`` free, or None."""
@@ -69,6 +73,9 @@ class Allocation:
         """Free GPU ids of a node, ascending (a copy)."""
         return list(self._free_ids[node_id])
 
+    def free_counts(self) -> list[int]:
+        return list(self.node_free)
+
     def tightest_node(self, n_gpus: int) -> int | None:
         for count in range(max(n_gpus, 1), len(self._by_free)):
             bucket = self._by_free[count]
@@ -84,42 +91,49 @@ class Allocation:
     # ---------------------------------------------------------------- mutations
     def allocate(self, job_id: str, gpu_ids: Iterable[int]) -> None:
         """Give GPUs to a job. The caller has checked that they are free."""
-        topology = self.topology
+        owner, gpu_node, free_ids = self.owner, self.topology.gpu_node, self._free_ids
+        per_node: dict[int, int] = {}
         for gpu in gpu_ids:
-            self.owner[gpu] = job_id
-            node = topology.gpu_node[gpu]
-            self._free_ids[node].remove(gpu)
-            self._move(node, -1)
+            owner[gpu] = job_id
+            node = gpu_node[gpu]
+            free_ids[node].remove(gpu)
+            per_node[node] = per_node.get(node, 0) - 1
+        self._move(per_node)
 
     def release(self, gpu_ids: Iterable[int]) -> None:
-        topology = self.topology
+        owner, gpu_node, free_ids = self.owner, self.topology.gpu_node, self._free_ids
+        per_node: dict[int, int] = {}
         for gpu in gpu_ids:
-            self.owner[gpu] = None
-            node = topology.gpu_node[gpu]
-            insort(self._free_ids[node], gpu)
-            self._move(node, +1)
+            owner[gpu] = None
+            node = gpu_node[gpu]
+            insort(free_ids[node], gpu)
+            per_node[node] = per_node.get(node, 0) + 1
+        self._move(per_node)
 
-    def _move(self, node: int, delta: int) -> None:
-        before = self.node_free[node]
-        del self._by_free[before][node]
-        self._by_free[before + delta][node] = None
-        self.node_free[node] = before + delta
-        self.rack_free[self.topology.nodes[node].rack_id] += delta
-        self._n_free += delta
+    def _move(self, per_node: dict[int, int]) -> None:
+        # One bucket move per node touched, not per GPU.
+        nodes, node_free, by_free = self.topology.nodes, self.node_free, self._by_free
+        for node, delta in per_node.items():
+            before = node_free[node]
+            del by_free[before][node]
+            by_free[before + delta][node] = None
+            node_free[node] = before + delta
+            self.rack_free[nodes[node].rack_id] += delta
+            self._n_free += delta
 
 
 class TentativeAllocation:
     """An overlay on an `Allocation`: take and give back GPUs without changing it.
 
-    Cost is proportional to the GPUs touched, not to the cluster size.
+    The overlay keeps its own sorted free-id list for each node it touched
+    and reads every other node from the base, so its cost is proportional
+    to the nodes touched, not to the cluster size.
     """
 
     def __init__(self, base: Allocation) -> None:
         self.topology = base.topology
         self._base = base
-        self._taken: set[int] = set()
-        self._given: set[int] = set()
-        self._node_delta: dict[int, int] = {}
+        self._ids: dict[int, list[int]] = {}  # touched node -> its free GPU ids here
         self._rack_delta: dict[int, int] = {}
         self._n_free = base.n_free
 
@@ -128,81 +142,74 @@ class TentativeAllocation:
         return self._n_free
 
     def free_in_node(self, node_id: int) -> int:
-        return self._base.node_free[node_id] + self._node_delta.get(node_id, 0)
+        ids = self._ids.get(node_id)
+        return self._base.node_free[node_id] if ids is None else len(ids)
 
     def free_in_rack(self, rack_id: int) -> int:
         return self._base.rack_free[rack_id] + self._rack_delta.get(rack_id, 0)
 
     def is_free(self, gpu_id: int) -> bool:
-        if gpu_id in self._taken:
-            return False
-        return gpu_id in self._given or self._base.owner[gpu_id] is None
+        ids = self._ids.get(self.topology.gpu_node[gpu_id])
+        return self._base.owner[gpu_id] is None if ids is None else gpu_id in ids
 
     def free_gpu_ids(self, node_id: int) -> list[int]:
-        ids = self._base._free_ids[node_id]
-        if node_id not in self._node_delta:
-            return list(ids)
-        taken, given = self._taken, self._given
-        ids = [g for g in ids if g not in taken]
-        if given:
-            node = self.topology.nodes[node_id]
-            ids.extend(g for g in node.gpu_ids if g in given)
-            ids.sort()
-        return ids
+        ids = self._ids.get(node_id)
+        return list(self._base._free_ids[node_id] if ids is None else ids)
+
+    def free_counts(self) -> list[int]:
+        counts = list(self._base.node_free)
+        for node, ids in self._ids.items():
+            counts[node] = len(ids)
+        return counts
 
     def tightest_node(self, n_gpus: int) -> int | None:
         best: int | None = None
         best_free = self.topology.max_gpus_per_node + 1
-        for node in self._node_delta:
-            free = self.free_in_node(node)
+        touched = self._ids
+        for node, ids in touched.items():
+            free = len(ids)
             if n_gpus <= free < best_free or (free == best_free and best is not None and node < best):
                 best, best_free = node, free
         by_free = self._base._by_free
         for count in range(max(n_gpus, 1), min(best_free, len(by_free))):
             for node in by_free[count]:
-                if node not in self._node_delta:
+                if node not in touched:
                     return node
         return best
 
     def take(self, gpu_ids: Iterable[int]) -> None:
         """Mark free GPUs as used in this overlay."""
-        taken, given, owner = self._taken, self._given, self._base.owner
-        per_node: dict[int, int] = {}
-        gpu_node = self.topology.gpu_node
+        gpu_ids = tuple(gpu_ids)  # read twice below
         for gpu in gpu_ids:
-            if gpu in given:
-                given.discard(gpu)
-            elif gpu in taken or owner[gpu] is not None:
+            ids = self._node_ids(gpu)
+            position = bisect_left(ids, gpu)
+            if position == len(ids) or ids[position] != gpu:
                 raise ValueError(f"GPU {gpu} is not free")
-            else:
-                taken.add(gpu)
-            node = gpu_node[gpu]
-            per_node[node] = per_node.get(node, 0) + 1
-        self._shift(per_node, -1)
+            del ids[position]
+        self._count(gpu_ids, -1)
 
     def give(self, gpu_ids: Iterable[int]) -> None:
         """Mark used GPUs as free in this overlay (a tentative preemption)."""
-        taken, given, owner = self._taken, self._given, self._base.owner
-        per_node: dict[int, int] = {}
-        gpu_node = self.topology.gpu_node
+        gpu_ids = tuple(gpu_ids)  # read twice below
         for gpu in gpu_ids:
-            if gpu in taken:
-                taken.discard(gpu)
-            elif gpu in given or owner[gpu] is None:
+            ids = self._node_ids(gpu)
+            position = bisect_left(ids, gpu)
+            if position < len(ids) and ids[position] == gpu:
                 raise ValueError(f"GPU {gpu} is already free")
-            else:
-                given.add(gpu)
-            node = gpu_node[gpu]
-            per_node[node] = per_node.get(node, 0) + 1
-        self._shift(per_node, +1)
+            ids.insert(position, gpu)
+        self._count(gpu_ids, +1)
 
-    def _shift(self, per_node: dict[int, int], sign: int) -> None:
-        # One update per node touched, not per GPU: jobs span few nodes.
-        nodes = self.topology.nodes
-        node_delta, rack_delta = self._node_delta, self._rack_delta
-        for node, count in per_node.items():
-            delta = sign * count
-            node_delta[node] = node_delta.get(node, 0) + delta
-            rack = nodes[node].rack_id
-            rack_delta[rack] = rack_delta.get(rack, 0) + delta
-            self._n_free += delta
+    def _node_ids(self, gpu: int) -> list[int]:
+        """The overlay's free-id list of the GPU's node, copied from the base on first touch."""
+        node = self.topology.gpu_node[gpu]
+        ids = self._ids.get(node)
+        if ids is None:
+            ids = self._ids[node] = list(self._base._free_ids[node])
+        return ids
+
+    def _count(self, gpu_ids: tuple[int, ...], sign: int) -> None:
+        gpu_rack, rack_delta = self.topology.gpu_rack, self._rack_delta
+        for gpu in gpu_ids:
+            rack = gpu_rack[gpu]
+            rack_delta[rack] = rack_delta.get(rack, 0) + sign
+            self._n_free += sign

@@ -55,6 +55,7 @@ class Topology:
     name: str = "cluster"
     # Derived look-up tables, filled in __post_init__.
     gpu_node: tuple[int, ...] = field(init=False, repr=False)
+    gpu_rack: tuple[int, ...] = field(init=False, repr=False)
     rack_nodes: tuple[tuple[int, ...], ...] = field(init=False, repr=False)
     rack_capacity: tuple[int, ...] = field(init=False, repr=False)
     max_gpus_per_node: int = field(init=False, repr=False)
@@ -71,6 +72,7 @@ class Topology:
         if sorted(racks) != list(range(len(racks))):
             raise ValueError("racks must be numbered 0..r-1")
         object.__setattr__(self, "gpu_node", tuple(gpu_node))
+        object.__setattr__(self, "gpu_rack", tuple(self.nodes[n].rack_id for n in gpu_node))
         object.__setattr__(self, "rack_nodes", tuple(tuple(racks[r]) for r in range(len(racks))))
         object.__setattr__(
             self, "rack_capacity",
@@ -93,16 +95,17 @@ class Topology:
         return len(self.rack_nodes)
 
     def rack_of_gpu(self, gpu_id: int) -> int:
-        return self.nodes[self.gpu_node[gpu_id]].rack_id
+        return self.gpu_rack[gpu_id]
 
     def gpu_type_of(self, gpu_id: int) -> str:
         return self.nodes[self.gpu_node[gpu_id]].gpu_type
 
     def spread(self, gpu_ids: tuple[int, ...] | list[int]) -> tuple[int, int]:
         """(number of nodes, number of racks) a set of GPUs spans."""
-        nodes = {self.gpu_node[g] for g in gpu_ids}
-        racks = {self.nodes[n].rack_id for n in nodes}
-        return len(nodes), len(racks)
+        if len(gpu_ids) == 1:
+            return 1, 1
+        gpu_node, gpu_rack = self.gpu_node, self.gpu_rack
+        return len({gpu_node[g] for g in gpu_ids}), len({gpu_rack[g] for g in gpu_ids})
 
     def describe(self) -> str:
         types = ", ".join(

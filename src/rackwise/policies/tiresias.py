@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from dataclasses import dataclass
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
 from typing import ClassVar
 
 import numpy as np
@@ -204,7 +204,7 @@ class Tiresias(BasePolicy):
         at = self.first_run_[job_id] + (1.0 + self.promote_knob) * run_s
         self.promote_at_[job_id] = at
         if at > now:
-            heappush(self.promote_heap_, (at, job_id))
+            _push_live(self.promote_heap_, self.promote_at_, at, job_id)
         else:
             self.promote_due_.append(job_id)
 
@@ -216,7 +216,7 @@ class Tiresias(BasePolicy):
         # Rounding can put a crossing on or before now; the next representable instant is as exact.
         at = max(at, math.nextafter(now, math.inf))
         self.demote_at_[job_id] = at
-        heappush(self.demote_heap_, (at, job_id))
+        _push_live(self.demote_heap_, self.demote_at_, at, job_id)
 
     def _key(self, queue: int, seq: int, job_id: str, *, running: bool) -> Key:
         return (queue, 0 if running or not self.running_first else 1, seq, job_id)
@@ -233,11 +233,30 @@ class Tiresias(BasePolicy):
             del self.running_gpus_[index]
 
     def _next_wake(self) -> float | None:
-        best = math.inf
-        for heap, table in ((self.demote_heap_, self.demote_at_),
-                            (self.promote_heap_, self.promote_at_)):
-            while heap and table.get(heap[0][1]) != heap[0][0]:
-                heappop(heap)
-            if heap:
-                best = min(best, heap[0][0])
+        demote = _earliest_live(self.demote_heap_, self.demote_at_)
+        promote = _earliest_live(self.promote_heap_, self.promote_at_)
+        best = min(demote, promote)
         return None if best == math.inf else best
+
+
+def _push_live(heap: list[tuple[float, str]], table: dict[str, float], at: float, job_id: str) -> None:
+    """Push (at, job id), whose live entry ``table`` already holds.
+
+    Stale entries (a preempted job's demotion, a restarted job's promotion)
+    stay until their instant; once they outnumber the live ones they are
+    dropped, so the heap stays about as small as the table.
+    """
+    heappush(heap, (at, job_id))
+    if len(heap) > 2 * len(table) + 1024:
+        heap[:] = [entry for entry in heap if table.get(entry[1]) == entry[0]]
+        heapify(heap)
+
+
+def _earliest_live(heap: list[tuple[float, str]], table: dict[str, float]) -> float:
+    """The earliest live instant of a heap (inf if none), popping stale entries on top."""
+    while heap:
+        at, job_id = heap[0]
+        if table.get(job_id) == at:
+            return at
+        heappop(heap)
+    return math.inf

@@ -278,7 +278,7 @@ class Simulator:
         job = state.job
         if copies < 1:
             self._reject(now, f"job {job.job_id}: copies must be >= 1, got {copies}")
-        if len(gpu_ids) != job.n_gpus * copies or len(set(gpu_ids)) != len(gpu_ids):
+        if len(gpu_ids) != job.n_gpus * copies or (len(gpu_ids) > 1 and len(set(gpu_ids)) != len(gpu_ids)):
             self._reject(now, f"job {job.job_id} needs {job.n_gpus * copies} distinct GPUs "
                               f"({copies} cop{'y' if copies == 1 else 'ies'}), got {list(gpu_ids)}")
         owner = self.allocation.owner
@@ -353,15 +353,24 @@ class Simulator:
 
     # ---------------------------------------------------------------- helpers
     def _push(self, time: float, kind: EventKind, payload: object) -> None:
-        heapq.heappush(self._heap, (time, int(kind), next(self._seq), kind, payload))
+        heap = self._heap
+        heapq.heappush(heap, (time, int(kind), next(self._seq), kind, payload))
+        # A preempted job's completion stays in the heap until its (far) time comes;
+        # dropping such stale events once they outnumber the rest keeps pushes and pops cheap.
+        if len(heap) > 2 * (len(self.running) + len(self._timers)) + 1024:
+            heap[:] = [event for event in heap if self._is_live(event)]
+            heapq.heapify(heap)
+
+    def _is_live(self, event: Event) -> bool:
+        if event[3] is not EventKind.COMPLETION:
+            return True
+        job_id, version = event[4]  # type: ignore[misc]
+        state = self.running.get(job_id)
+        return state is not None and state.version == version
 
     def _drop_stale(self) -> None:
         heap = self._heap
-        while heap and heap[0][3] is EventKind.COMPLETION:
-            job_id, version = heap[0][4]  # type: ignore[misc]
-            state = self.running.get(job_id)
-            if state is not None and state.version == version:
-                return
+        while heap and not self._is_live(heap[0]):
             heapq.heappop(heap)
 
     def _has_work(self) -> bool:

@@ -170,6 +170,10 @@ class TypeMask:
     def free_gpu_ids(self, node_id: int) -> list[int]:
         return self._free.free_gpu_ids(node_id) if node_id in self._member else []
 
+    def free_counts(self) -> list[int]:
+        counts = self._free.free_counts()
+        return [count if n in self._member else 0 for n, count in enumerate(counts)]
+
     def tightest_node(self, n_gpus: int) -> int | None:
         counted = [(c, n) for n in self._nodes if (c := self._free.free_in_node(n)) >= max(n_gpus, 1)]
         return min(counted)[1] if counted else None

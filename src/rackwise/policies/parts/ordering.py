@@ -98,7 +98,7 @@ class RankedQueue:
     """
 
     def __init__(self) -> None:
-        self.buckets: dict[int, list[tuple[object, ...]]] = {}
+        self.buckets: dict[int, list[tuple[object, ...]]] = {}  # by GPU count, ascending
         self._where: dict[str, tuple[int, tuple[object, ...]]] = {}
 
     def __len__(self) -> int:
@@ -110,7 +110,12 @@ class RankedQueue:
     def add(self, job_id: str, n_gpus: int, key: tuple[object, ...]) -> None:
         """Queue a job (``key[-1]`` must be ``job_id``); re-adding moves it to the new key."""
         self.discard(job_id)
-        insort(self.buckets.setdefault(n_gpus, []), key)
+        bucket = self.buckets.get(n_gpus)
+        if bucket is None:
+            bucket = self.buckets[n_gpus] = []
+            # Kept sorted by GPU count, so a cursor need not sort them.
+            self.buckets = dict(sorted(self.buckets.items()))
+        insort(bucket, key)
         self._where[job_id] = (n_gpus, key)
 
     def discard(self, job_id: str) -> None:
@@ -132,7 +137,7 @@ class _Cursor:
     """Walks a `RankedQueue` in rank order, among the jobs of at most ``limit`` GPUs."""
 
     def __init__(self, queue: RankedQueue) -> None:
-        self._buckets = sorted(queue.buckets.items())
+        self._buckets = list(queue.buckets.items())
         self._pos = [0] * len(self._buckets)
         self._best = -1
 
@@ -198,9 +203,10 @@ def preempt_ranked(view: ClusterView, running_keys: Sequence[tuple[object, ...]]
     the same order; ``queue`` holds every pending job. The decisions are
     those `preempt_to_order` returns for the merged order of all of them,
     but a call visits only the pending jobs it starts and the running jobs
-    that do not fit, summing runs of running jobs through prefix sums.
+    that do not fit, summing runs of running jobs (through prefix sums once
+    one run does not fit).
     """
-    prefix = list(accumulate(running_gpus, initial=0))
+    prefix: list[int] | None = None  # built on the first misfit: most calls have none
     n_running = len(running_keys)
     capacity = view.topology.n_gpus
     cursor = _Cursor(queue)
@@ -213,10 +219,13 @@ def preempt_ranked(view: ClusterView, running_keys: Sequence[tuple[object, ...]]
         found = cursor.head(capacity)
         end = n_running if found is None else bisect_left(running_keys, found[1], index)
         while index < end:
-            if prefix[end] - prefix[index] <= capacity:
-                capacity -= prefix[end] - prefix[index]
+            run = sum(running_gpus[index:end]) if prefix is None else prefix[end] - prefix[index]
+            if run <= capacity:
+                capacity -= run
                 index = end
                 break
+            if prefix is None:
+                prefix = list(accumulate(running_gpus, initial=0))
             misfit = bisect_right(prefix, prefix[index] + capacity, index, end + 1) - 1
             capacity -= prefix[misfit] - prefix[index]
             misfits.append(misfit)

@@ -36,8 +36,12 @@ def fewest_nodes(free: FreeGpus, nodes: Iterable[int], n_gpus: int) -> list[int]
     remainder, so a partial node is as full as possible.
     """
     free_in_node = free.free_in_node
+    return _fewest_of([(-count, n) for n in nodes if (count := free_in_node(n)) > 0], n_gpus)
+
+
+def _fewest_of(counted: list[tuple[int, int]], n_gpus: int) -> list[int] | None:
+    """`fewest_nodes` over (-free count, node) pairs of nodes with free GPUs."""
     # (-count, node) sorts largest first, then by node id, without a key function (hot path).
-    counted = [(-count, n) for n in nodes if (count := free_in_node(n)) > 0]
     counted.sort()
     chosen: list[int] = []
     need = n_gpus
@@ -66,15 +70,19 @@ def consolidated(free: FreeGpus, n_gpus: int, rng: np.random.Generator) -> tuple
         node = free.tightest_node(n_gpus)
         if node is not None:
             return tuple(free.free_gpu_ids(node)[:n_gpus])
+    counts = free.free_counts()
     best: list[int] | None = None
+    fewest_possible = -(-n_gpus // topology.max_gpus_per_node)
     for rack, rack_nodes in enumerate(topology.rack_nodes):
         if free.free_in_rack(rack) < n_gpus:
             continue
-        nodes = fewest_nodes(free, rack_nodes, n_gpus)
+        nodes = _fewest_of([(-counts[n], n) for n in rack_nodes if counts[n] > 0], n_gpus)
         if nodes is not None and (best is None or len(nodes) < len(best)):
             best = nodes
+            if len(best) == fewest_possible:  # no later rack can do better
+                break
     if best is None:
-        best = fewest_nodes(free, range(topology.n_nodes), n_gpus)
+        best = _fewest_of([(-count, n) for n, count in enumerate(counts) if count > 0], n_gpus)
     return None if best is None else gpus_from(free, best, n_gpus)
 
 
