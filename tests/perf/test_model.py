@@ -279,3 +279,47 @@ def test_incremental_rates_match_a_fresh_model(steps: list[tuple[str, int, tuple
         for other_id, state in running.items():
             expected = fresh.rate(state.job, state.gpu_ids, running)
             assert known[other_id] == pytest.approx(expected, rel=1e-9)
+
+
+def test_a_spread_job_follows_its_slowest_node_only() -> None:
+    # "s" spans nodes 0 and 1; neighbours come and go on both. Its rate is cached
+    # as its slowest node's factor: a change on the other node must not move it,
+    # and a leaver on the slowest node must hand the pace to the next slowest.
+    topology = uniform_cluster(2, 4, 2)
+    config = PerfConfig(interference_scale=1.0)
+    perf = NetworkPerf(config, assign_models=False)
+    perf.bind(topology)
+    jobs = {"s": Job("s", 0, 2, 1.0, model=R50),
+            "x": Job("x", 0, 2, 1.0, model="CycleGAN"),  # heavy neighbour on node 0
+            "y": Job("y", 0, 1, 1.0, model="A3C"),  # light neighbour on node 1
+            "z": Job("z", 0, 1, 1.0, model="LM (batch size 5)")}
+    gpus = {"s": (0, 4), "x": (1, 2), "y": (5,), "z": (6,)}
+    running: dict[str, JobState] = {}
+
+    def change(job_id: str, start: bool) -> dict[str, float]:
+        if start:
+            running[job_id] = _state(jobs[job_id], gpus[job_id])
+        else:
+            del running[job_id]
+        new = perf.rates(running, [job_id])
+        fresh = NetworkPerf(config, assign_models=False)
+        fresh.bind(topology)
+        for other_id, state in running.items():
+            expected = fresh.rate(state.job, state.gpu_ids, running)
+            assert perf.rates(running, [other_id])[other_id] == pytest.approx(expected, rel=1e-12)
+            assert perf.comm_per_iter_s(other_id) == pytest.approx(
+                (fresh.iteration_breakdown(state.job, state.gpu_ids, running).comm_s,
+                 fresh.iteration_breakdown(state.job, state.gpu_ids, running).comm_extra_s))
+        return new
+
+    change("s", True)
+    assert "s" in change("x", True)  # node 0 is now the slowest
+    assert "s" not in change("y", True)  # node 1 stays faster than node 0
+    assert "s" not in change("z", True)
+    assert "s" not in change("z", False)
+    assert "s" in change("x", False)  # alone on node 0 again: node 1 sets the pace
+    assert "s" in change("y", False)
+    alone = NetworkPerf(config, assign_models=False)
+    alone.bind(topology)
+    # every neighbour gone: exactly the rate alone, no rounding left over
+    assert perf.rates(running, ["s"]) == {"s": alone.rate(jobs["s"], gpus["s"], {})}

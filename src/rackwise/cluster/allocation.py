@@ -91,35 +91,31 @@ class Allocation:
     # ---------------------------------------------------------------- mutations
     def allocate(self, job_id: str, gpu_ids: Iterable[int]) -> None:
         """Give GPUs to a job. The caller has checked that they are free."""
+        gpu_ids = tuple(gpu_ids)  # read twice
         owner, gpu_node, free_ids = self.owner, self.topology.gpu_node, self._free_ids
-        per_node: dict[int, int] = {}
         for gpu in gpu_ids:
             owner[gpu] = job_id
-            node = gpu_node[gpu]
-            free_ids[node].remove(gpu)
-            per_node[node] = per_node.get(node, 0) - 1
-        self._move(per_node)
+            free_ids[gpu_node[gpu]].remove(gpu)
+        self._recount(gpu_ids)
 
     def release(self, gpu_ids: Iterable[int]) -> None:
+        gpu_ids = tuple(gpu_ids)  # read twice
         owner, gpu_node, free_ids = self.owner, self.topology.gpu_node, self._free_ids
-        per_node: dict[int, int] = {}
         for gpu in gpu_ids:
             owner[gpu] = None
-            node = gpu_node[gpu]
-            insort(free_ids[node], gpu)
-            per_node[node] = per_node.get(node, 0) + 1
-        self._move(per_node)
+            insort(free_ids[gpu_node[gpu]], gpu)
+        self._recount(gpu_ids)
 
-    def _move(self, per_node: dict[int, int]) -> None:
-        # One bucket move per node touched, not per GPU.
-        nodes, node_free, by_free = self.topology.nodes, self.node_free, self._by_free
-        for node, delta in per_node.items():
-            before = node_free[node]
+    def _recount(self, gpu_ids: tuple[int, ...]) -> None:
+        # One bucket move per node touched (in first-touch order, which ties depend on).
+        gpu_node, node_free, by_free = self.topology.gpu_node, self.node_free, self._by_free
+        for node in dict.fromkeys(gpu_node[gpu] for gpu in gpu_ids):
+            before, after = node_free[node], len(self._free_ids[node])
             del by_free[before][node]
-            by_free[before + delta][node] = None
-            node_free[node] = before + delta
-            self.rack_free[nodes[node].rack_id] += delta
-            self._n_free += delta
+            by_free[after][node] = None
+            node_free[node] = after
+            self.rack_free[self.topology.nodes[node].rack_id] += after - before
+            self._n_free += after - before
 
 
 class TentativeAllocation:

@@ -162,18 +162,14 @@ def forward(snapshot: ClusterSnapshot, *, seed: int = 0,
         by predicted start (never-starting jobs last), then id.
     """
     if policy_copy is None and (fresh_policy or snapshot.policy_state is None):
-        # The policy contract has no "this job is already running" hook, and policies
-        # differ in what they expect of a restart: some must hear of running jobs as
-        # arrivals, others break if they do. Try the first way, then the second.
+        # A fresh policy hears of every job it finds, running or pending, as an
+        # arrival: what a restarted driver loop does (`rackwise.backends.base.serve`).
         try:
-            return _forward(snapshot, seed, durations_s, extra_arrivals, True, perf, None, False)
-        except (KeyError, InvalidDecisionError) as first:
-            try:
-                return _forward(snapshot, seed, durations_s, extra_arrivals, True, perf, None, True)
-            except (KeyError, InvalidDecisionError):
-                raise InputError(f"policy '{snapshot.policy_name}' cannot start from a cluster "
-                                 f"with jobs already running ({first}); use a snapshot with its "
-                                 f"live state", field="policy") from None
+            return _forward(snapshot, seed, durations_s, extra_arrivals, True, perf, None, True)
+        except (KeyError, InvalidDecisionError) as error:
+            raise InputError(f"policy '{snapshot.policy_name}' cannot start from a cluster "
+                             f"with jobs already running ({error}); use a snapshot with its "
+                             f"live state", field="policy") from None
     return _forward(snapshot, seed, durations_s, extra_arrivals, fresh_policy, perf, policy_copy,
                     False)
 

@@ -11,7 +11,10 @@ One step of a job takes ``compute / interference + (1 - overlap) * comm``:
   (`perf.interference`); the slowest node sets the pace.
 
 The model keeps an index of running placements by node and by rack uplink,
-so `rates` re-rates only the jobs a start or stop can affect.
+so `rates` re-rates only the jobs a start or stop can affect: those whose
+slowest node's factor or uplink share moved. Each placement keeps its pace
+(slowest node factor) and the communication no share changes, so re-rating
+a job is a few float operations.
 """
 
 from __future__ import annotations
@@ -41,6 +44,13 @@ if TYPE_CHECKING:
     from rackwise.workload.state import JobState
 
 INF = float("inf")
+_NO_COMM = (0.0, 0.0)  # comm_pair of a placement that communicates nothing
+
+
+def _comm_pair(comm_s: float, ref_comm_s: float) -> tuple[float, float]:
+    """(communication, of which beyond the consolidated placement) per step."""
+    extra = comm_s - ref_comm_s
+    return comm_s, extra if extra > 0.0 else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,14 +98,18 @@ class IterationBreakdown:
 _JOB_FIELDS = tuple(item.name for item in fields(Job))
 _JOB_VALUES = attrgetter(*_JOB_FIELDS)
 _JOB_INDEX = {name: index for index, name in enumerate(_JOB_FIELDS)}
+_MODEL, _GRADIENT_BYTES, _MODEL_BYTES, _SENSITIVITY, _TOTAL_ITERS = (
+    _JOB_INDEX[name] for name in ("model", "gradient_bytes", "model_bytes", "comm_sensitivity",
+                                  "total_iters"))
 
 
-def _with_changes(job: Job, changes: dict[str, object]) -> Job:
+def _with_changes(job: Job, changes: list[tuple[int, object]]) -> Job:
+    """A copy of ``job`` with ``(field index, value)`` changes."""
     # NOTE: the positional constructor, not dataclasses.replace: prepare rebuilds every
     # job of a trace, and replace's per-call field introspection was most of its time.
     values = list(_JOB_VALUES(job))
-    for name, value in changes.items():
-        values[_JOB_INDEX[name]] = value
+    for index, value in changes:
+        values[index] = value
     return Job(*values)
 
 
@@ -103,8 +117,9 @@ class _Placed:
     """A job on a placement: what stays fixed while it runs there."""
 
     __slots__ = ("job_id", "model", "gpu_ids", "nodes", "node_gpus", "racks", "level",
-                 "gpu_type", "compute_s", "fixed_comm_s", "dyn_bits", "latency_s", "base_gbps",
-                 "ref_comm_s", "ideal_rate", "node_factors", "coeff", "rate", "crosses", "bandwidth")
+                 "gpu_type", "compute_s", "dyn_bits", "base_gbps",
+                 "ref_comm_s", "static_comm_s", "comm_pair", "ideal_rate", "node_factors", "factor",
+                 "coeff", "rate", "crosses", "bandwidth")
 
     job_id: str
     model: str
@@ -115,13 +130,16 @@ class _Placed:
     level: Level
     gpu_type: str
     compute_s: float
-    fixed_comm_s: float
-    dyn_bits: float
-    latency_s: float
+    dyn_bits: float  # bits through the bottleneck per step, after overlap
     base_gbps: float
     ref_comm_s: float
+    # Communication per step that no uplink share changes: all of it unless `crosses`,
+    # else the fixed and latency parts (the shared uplink's part is added per rating).
+    static_comm_s: float
+    comm_pair: tuple[float, float]  # (comm, beyond consolidated) per step, unless `crosses`
     ideal_rate: float  # > 0 only for jobs without a catalogue model
-    node_factors: list[float]  # interference factor per node, kept while indexed
+    node_factors: list[float]  # interference factor per node while indexed, if on several nodes
+    factor: float  # interference factor of its slowest node, which sets the pace
     coeff: dict[str, float]  # interference weight of each neighbour model
     rate: float  # last rate reported to the engine
     crosses: bool  # its ring goes through rack uplinks
@@ -164,13 +182,17 @@ class NetworkPerf:
         self._cluster_gbps = level_bandwidth_gbps(self._links, Level.CLUSTER)
         self._max_rack_gpus = max(topology.rack_capacity)
         self._node_type = tuple(node.gpu_type for node in topology.nodes)
+        # (nodes, GPUs per node, racks) of a one-GPU placement on each node, shared
+        self._one_node = tuple(((node.node_id,), (1,), (node.rack_id,)) for node in topology.nodes)
         self._uplink_gbps = tuple(uplink_capacity_gbps(topology, r) for r in range(topology.n_racks))
         self._latency = (cfg.latency_node_s, cfg.latency_rack_s, cfg.latency_cluster_s)
         self._speedups = dict(cfg.gpu_speedup_vs_v100)
         self._overlap = 1.0 - cfg.comm_overlap_frac
         self._scale = cfg.interference_scale
         self._placed: dict[str, _Placed] = {}
-        self._node_jobs: list[dict[str, tuple[_Placed, int]]] = [{} for _ in topology.nodes]
+        # per node: job id -> (placement, its GPUs there, the node's position in its
+        # node_factors, or -1 for a placement on one node)
+        self._node_jobs: list[dict[str, tuple[_Placed, int, int]]] = [{} for _ in topology.nodes]
         self._coeff_rows: dict[tuple[str, str], dict[str, float]] = {}
         self._rack_cross: list[dict[str, _Placed]] = [{} for _ in range(topology.n_racks)]
         self._share = [INF] * topology.n_racks  # uplink Gb/s per crossing job
@@ -211,19 +233,20 @@ class NetworkPerf:
                 out.append(job)
                 continue
             spec = self._spec(name, job)
-            changes: dict[str, object] = {}
+            changes: list[tuple[int, object]] = []
             if spec.name != job.model:
-                changes["model"] = spec.name
+                changes.append((_MODEL, spec.name))
             gradient_bytes = job.gradient_bytes or spec.gradient_bytes
             if not job.gradient_bytes:
-                changes["gradient_bytes"] = gradient_bytes
+                changes.append((_GRADIENT_BYTES, gradient_bytes))
             if not job.model_bytes:
-                changes["model_bytes"] = spec.checkpoint_bytes
-            if index in assigned or not job.comm_sensitivity:
-                changes["comm_sensitivity"] = self._sensitivity(spec, job.n_gpus, gradient_bytes)
-            if index in assigned or job.total_iters == job.duration_s:
+                changes.append((_MODEL_BYTES, spec.checkpoint_bytes))
+            is_assigned = index in assigned
+            if is_assigned or not job.comm_sensitivity:
+                changes.append((_SENSITIVITY, self._sensitivity(spec, job.n_gpus, gradient_bytes)))
+            if is_assigned or job.total_iters == job.duration_s:
                 rate = self._reference_rate(spec, job.n_gpus, gradient_bytes)
-                changes["total_iters"] = job.duration_s * rate
+                changes.append((_TOTAL_ITERS, job.duration_s * rate))
             out.append(_with_changes(job, changes) if changes else job)
         return out
 
@@ -236,59 +259,57 @@ class NetworkPerf:
         return 1.0 / self._step(placed, *self._what_if_context(job.job_id, running))[0]
 
     def rates(self, running: Mapping[str, JobState], changed: Collection[str]) -> dict[str, float]:
-        """Re-rate the jobs in ``changed`` and those sharing a node or uplink with them."""
-        affected: dict[str, None] = {}
+        """Re-rate the jobs in ``changed`` and those sharing a node or uplink with them.
+
+        Only jobs whose pace (slowest node factor) or uplink share moved are
+        re-rated, and only those whose rate moved are reported (plus ``changed``).
+        """
+        affected: dict[str, _Placed] = {}  # the jobs to re-rate, by id
         placed_jobs = self._placed
         for job_id in changed:
             old = placed_jobs.get(job_id)
             state = running.get(job_id)
             if old is not None and (state is None or state.gpu_ids != old.gpu_ids):
                 self._unindex(old, affected)
-                self._collect(old, affected, added=False)
                 self._comm_now.pop(job_id, None)
                 old = None
             if state is not None:
                 if old is None:
-                    placed = self._place(state.job, state.gpu_ids)
-                    self._index(placed, affected)
-                    self._collect(placed, affected, added=True)
-                affected[job_id] = None
+                    old = self._place(state.job, state.gpu_ids)
+                    self._index(old, affected)
+                else:
+                    old.rate = -1.0  # named in `changed`: reported even if its pace did not move
+                affected[job_id] = old
         out: dict[str, float] = {}
         # The live-index case of `_step`, inlined: this loop runs for every re-rated job.
         comm_now = self._comm_now
-        changed_set = changed if isinstance(changed, (set, frozenset, dict)) else set(changed)
         shares = self._share
-        interfere = self._scale > 0
-        for job_id in affected:
+        for job_id, placed in affected.items():
             if job_id not in running:
                 continue
-            placed = placed_jobs[job_id]
             if placed.ideal_rate > 0:
                 out[job_id] = placed.ideal_rate
                 continue
-            comm = placed.fixed_comm_s + placed.latency_s
-            if placed.dyn_bits > 0:
+            if placed.crosses:
                 bandwidth = placed.base_gbps
-                if placed.crosses:
-                    for rack in placed.racks:
-                        share = shares[rack]
-                        if share < bandwidth:
-                            bandwidth = share
-                    placed.bandwidth = bandwidth
-                comm += placed.dyn_bits / (bandwidth * 1e9)
-            if interfere:
-                factors = placed.node_factors
-                factor = factors[0] if len(factors) == 1 else min(factors)
-                rate = 1.0 / (placed.compute_s / factor + comm)
+                for rack in placed.racks:
+                    share = shares[rack]
+                    if share < bandwidth:
+                        bandwidth = share
+                placed.bandwidth = bandwidth
+                comm = placed.static_comm_s + placed.dyn_bits / (bandwidth * 1e9)
+                rate = 1.0 / (placed.compute_s / placed.factor + comm)
+                if rate == placed.rate:
+                    continue
+                comm_now[job_id] = _comm_pair(comm, placed.ref_comm_s)
             else:
-                rate = 1.0 / (placed.compute_s + comm)
-            # A bystander whose pace did not move is left out: the engine has nothing to do.
-            if rate == placed.rate and job_id not in changed_set:
-                continue
+                rate = 1.0 / (placed.compute_s / placed.factor + placed.static_comm_s)
+                # A bystander whose pace did not move is left out: the engine has nothing to do.
+                if rate == placed.rate:
+                    continue
+                comm_now[job_id] = placed.comm_pair
             placed.rate = rate
             out[job_id] = rate
-            extra = comm - placed.ref_comm_s
-            comm_now[job_id] = (comm, extra if extra > 0.0 else 0.0)
         return out
 
     def restart_overhead_s(self, job: Job) -> float:
@@ -423,14 +444,15 @@ class NetworkPerf:
         spec = CATALOGUE.get(job.model) if job.model is not None else None
         if len(gpu_ids) == 1:
             node = gpu_node[gpu_ids[0]]
-            placed.nodes, placed.node_gpus = (node,), (1,)
+            placed.nodes, placed.node_gpus, placed.racks = self._one_node[node]
             if spec is not None:
                 # One GPU: nothing to communicate (most jobs of real traces take this path).
                 gpu_type = self._node_type[node]
-                placed.racks, placed.level, placed.gpu_type = (self._node_rack[node],), Level.NODE, gpu_type
+                placed.level, placed.gpu_type = Level.NODE, gpu_type
                 placed.model, placed.ideal_rate = spec.name, 0.0
                 placed.compute_s = self._compute_s(spec, 1, gpu_type, job.gradient_bytes or spec.gradient_bytes)
-                placed.fixed_comm_s = placed.dyn_bits = placed.latency_s = placed.ref_comm_s = 0.0
+                placed.dyn_bits = placed.ref_comm_s = placed.static_comm_s = 0.0
+                placed.comm_pair = _NO_COMM
                 placed.base_gbps = self._links.intra_node_gbps
                 return placed
         else:
@@ -440,7 +462,7 @@ class NetworkPerf:
                 per_node[node] = per_node.get(node, 0) + 1
             placed.nodes = tuple(sorted(per_node))
             placed.node_gpus = tuple(per_node[n] for n in placed.nodes)
-        placed.racks = tuple(sorted({self._node_rack[n] for n in placed.nodes}))
+            placed.racks = tuple(sorted({self._node_rack[n] for n in placed.nodes}))
         level = level_of(len(placed.nodes), len(placed.racks))
         placed.level = level
         types = {self._node_type[n] for n in placed.nodes}
@@ -448,7 +470,8 @@ class NetworkPerf:
         if spec is None:
             placed.model = job.model or ""
             placed.ideal_rate = job.total_iters / job.duration_s if job.duration_s > 0 else INF
-            placed.compute_s = placed.fixed_comm_s = placed.dyn_bits = placed.latency_s = 0.0
+            placed.compute_s = placed.dyn_bits = placed.static_comm_s = 0.0
+            placed.comm_pair = _NO_COMM
             placed.base_gbps, placed.ref_comm_s = INF, 0.0
             return placed
         placed.model = spec.name
@@ -467,18 +490,19 @@ class NetworkPerf:
         overlap = self._overlap
         # data-parallel ring over the replicas, through the bottleneck
         steps = 2 * (data - 1)
-        placed.dyn_bits = overlap * (steps / data * shard_bytes * 8.0 if data > 1 else 0.0)
-        placed.latency_s = overlap * steps * self._latency[int(level)]
-        placed.fixed_comm_s = 0.0
+        dyn_bits = overlap * (steps / data * shard_bytes * 8.0 if data > 1 else 0.0)
+        latency = overlap * steps * self._latency[int(level)]
+        fixed = 0.0
         if tensor > 1:
             tensor_bytes = self.config.tensor_comm_factor * shard_bytes
             if all(count % tensor == 0 for count in placed.node_gpus):
                 # tensor groups sit inside nodes: they never touch the network
-                placed.fixed_comm_s = overlap * ring_allreduce_s(
+                fixed = overlap * ring_allreduce_s(
                     tensor, tensor_bytes, self._links.intra_node_gbps, self._latency[0])
             else:
-                placed.dyn_bits += overlap * 2 * (tensor - 1) / tensor * tensor_bytes * 8.0
-                placed.latency_s += overlap * 2 * (tensor - 1) * self._latency[int(level)]
+                dyn_bits += overlap * 2 * (tensor - 1) / tensor * tensor_bytes * 8.0
+                latency += overlap * 2 * (tensor - 1) * self._latency[int(level)]
+        placed.dyn_bits = dyn_bits
         ref_level = self._tightest(n)
         ref_base = level_bandwidth_gbps(self._links, ref_level)
         ref_latency = latency_s(ref_level, *self._latency)
@@ -489,7 +513,12 @@ class NetworkPerf:
             ref += overlap * ring_allreduce_s(tensor, self.config.tensor_comm_factor * shard_bytes,
                                               self._links.intra_node_gbps, self._latency[0])
         placed.ref_comm_s = ref
-        placed.crosses = level is Level.CLUSTER and placed.dyn_bits > 0
+        placed.crosses = level is Level.CLUSTER and dyn_bits > 0
+        static = fixed + latency
+        if dyn_bits > 0 and not placed.crosses:
+            static += dyn_bits / (base * 1e9)
+        placed.static_comm_s = static
+        placed.comm_pair = _comm_pair(static, ref)
         return placed
 
     def _coeff_row(self, model: str, gpu_type: str) -> dict[str, float]:
@@ -506,49 +535,73 @@ class NetworkPerf:
             found = row[other] = self._scale * self.interference_.slowdown(model, other, gpu_type)
         return found
 
-    def _index(self, placed: _Placed, affected: dict[str, None] | None = None) -> None:
-        """Add a running placement; update its neighbours' node factors incrementally.
+    def _index(self, placed: _Placed, affected: dict[str, _Placed]) -> None:
+        """Add a running placement; update its neighbours' factors and its uplinks' shares.
 
-        Neighbours whose factor moved are added to ``affected``.
+        Jobs whose pace or uplink bandwidth may have moved are added to ``affected``.
+        Interference weights lie in [0, 1] (``interference_scale`` and slowdowns
+        both do), so an arrival only lowers its neighbours' node factors and a
+        departure (`_unindex`) only raises them: a spread job's pace needs a
+        scan of its nodes only when its slowest node speeds up.
         """
         job_id = placed.job_id
         self._placed[job_id] = placed
-        placed.node_factors = [1.0] * len(placed.nodes)
+        nodes = placed.nodes
+        factors = [1.0] * len(nodes)
         if self._scale > 0:
             coeff = self._coeff
-            model = placed.model
-            row = placed.coeff = self._coeff_row(model, placed.gpu_type)
-            for i, node in enumerate(placed.nodes):
+            model, gpu_type = placed.model, placed.gpu_type
+            row = placed.coeff = self._coeff_row(model, gpu_type)
+            for i, node in enumerate(nodes):
                 size = self._node_size[node]
                 share = placed.node_gpus[i] / size
                 factor = 1.0
-                for other, other_gpus in self._node_jobs[node].values():
+                for other, other_gpus, j in self._node_jobs[node].values():
                     weight = row.get(other.model)
                     if weight is None:
-                        weight = coeff(row, model, other.model, placed.gpu_type)
+                        weight = coeff(row, model, other.model, gpu_type)
                     factor *= 1.0 - weight * other_gpus / size
                     theirs = other.coeff.get(model)
                     if theirs is None:
                         theirs = coeff(other.coeff, other.model, model, other.gpu_type)
-                    if theirs:
-                        j = 0 if len(other.nodes) == 1 else other.nodes.index(node)
-                        other.node_factors[j] *= 1.0 - theirs * share
-                        if affected is not None:
-                            affected[other.job_id] = None
-                placed.node_factors[i] = factor
-        for node, count in zip(placed.nodes, placed.node_gpus):
-            self._node_jobs[node][job_id] = (placed, count)
+                    if not theirs:
+                        continue
+                    # A newcomer only lowers factors: the pace moves iff this node is now the slowest.
+                    if j < 0:  # its only node: the node's factor is its pace
+                        value = other.factor * (1.0 - theirs * share)
+                    else:
+                        others = other.node_factors
+                        value = others[j] = others[j] * (1.0 - theirs * share)
+                    if value < other.factor:
+                        other.factor = value
+                        affected[other.job_id] = other
+                factors[i] = factor
+        if len(nodes) == 1:
+            placed.factor = factors[0]
+            self._node_jobs[nodes[0]][job_id] = (placed, placed.node_gpus[0], -1)
+        else:
+            placed.node_factors = factors
+            placed.factor = min(factors)
+            for i, node in enumerate(nodes):
+                self._node_jobs[node][job_id] = (placed, placed.node_gpus[i], i)
         if placed.crosses:
+            cluster_gbps = self._cluster_gbps
             for rack in placed.racks:
                 crossing = self._rack_cross[rack]
                 crossing[job_id] = placed
-                self._share[rack] = self._uplink_gbps[rack] / len(crossing)
+                share = self._share[rack] = self._uplink_gbps[rack] / len(crossing)
+                if share < cluster_gbps:
+                    # the share fell: only jobs faster than the new share slow down
+                    for other_id, other in crossing.items():
+                        if other.bandwidth > share:
+                            affected[other_id] = other
 
-    def _unindex(self, placed: _Placed, affected: dict[str, None] | None = None) -> None:
-        """Remove a placement; neighbours whose factor moved are added to ``affected``."""
+    def _unindex(self, placed: _Placed, affected: dict[str, _Placed]) -> None:
+        """Remove a placement; jobs whose pace or uplink bandwidth may have moved go to ``affected``."""
         job_id = placed.job_id
         del self._placed[job_id]
         coeff = self._coeff
+        model = placed.model
         for i, node in enumerate(placed.nodes):
             neighbours = self._node_jobs[node]
             del neighbours[job_id]
@@ -556,50 +609,44 @@ class NetworkPerf:
                 continue
             share = placed.node_gpus[i] / self._node_size[node]
             alone = len(neighbours) == 1
-            for other, _ in neighbours.values():
-                j = 0 if len(other.nodes) == 1 else other.nodes.index(node)
+            for other, _, j in neighbours.values():
                 if alone:
-                    if other.node_factors[j] == 1.0:
-                        continue
-                    other.node_factors[j] = 1.0  # alone again: exact, no rounding left over
+                    value = 1.0  # alone again: exactly 1, no rounding left over
                 else:
-                    theirs = other.coeff.get(placed.model)
+                    theirs = other.coeff.get(model)
                     if theirs is None:
-                        theirs = coeff(other.coeff, other.model, placed.model, other.gpu_type)
+                        theirs = coeff(other.coeff, other.model, model, other.gpu_type)
                     if not theirs:
                         continue
-                    other.node_factors[j] /= 1.0 - theirs * share
-                if affected is not None:
-                    affected[other.job_id] = None
-        if placed.crosses:
-            for rack in placed.racks:
-                crossing = self._rack_cross[rack]
-                del crossing[job_id]
-                self._share[rack] = self._uplink_gbps[rack] / len(crossing) if crossing else INF
-
-    def _collect(self, placed: _Placed, affected: dict[str, None], *, added: bool) -> None:
-        """Add the jobs sharing an uplink whose rate may change now that ``placed`` came or went.
-
-        (Neighbours on its nodes were added by `_index`/`_unindex`.)
-        """
+                    value = (other.factor if j < 0 else other.node_factors[j]) / (1.0 - theirs * share)
+                # A leaver only raises factors: the pace moves iff this node was the slowest.
+                if j < 0:  # its only node: the node's factor is its pace
+                    if value == other.factor:
+                        continue
+                    other.factor = value
+                else:
+                    factors = other.node_factors
+                    old = factors[j]
+                    factors[j] = value
+                    if old != other.factor or value == old:
+                        continue
+                    pace = min(factors)
+                    if pace == old:
+                        continue
+                    other.factor = pace
+                affected[other.job_id] = other
         if placed.crosses:
             cluster_gbps = self._cluster_gbps
             for rack in placed.racks:
                 crossing = self._rack_cross[rack]
-                if added:
-                    # the share fell: only jobs faster than the new share slow down
-                    share = self._share[rack]
-                    if share < cluster_gbps:
-                        for other_id, other in crossing.items():
-                            if other.bandwidth > share:
-                                affected[other_id] = None
-                else:
+                del crossing[job_id]
+                old = self._share[rack]
+                self._share[rack] = self._uplink_gbps[rack] / len(crossing) if crossing else INF
+                if old < cluster_gbps:
                     # the share rose: only jobs held at the old share may speed up
-                    old = self._uplink_gbps[rack] / (len(crossing) + 1)
-                    if old < cluster_gbps:
-                        for other_id, other in crossing.items():
-                            if other.bandwidth <= old * (1.0 + 1e-12):
-                                affected[other_id] = None
+                    for other_id, other in crossing.items():
+                        if other.bandwidth <= old * (1.0 + 1e-12):
+                            affected[other_id] = other
 
     def _what_if_context(self, job_id: str, running: Mapping[str, JobState]
                          ) -> tuple[_Neighbours, _Sharing]:
@@ -610,7 +657,7 @@ class NetworkPerf:
         """
         if len(running) <= len(self._placed):
             return _Neighbours(self._node_jobs, running, job_id), _Sharing(self._rack_cross, running, job_id)
-        nodes: list[dict[str, tuple[_Placed, int]]] = [{} for _ in self._node_jobs]
+        nodes: list[dict[str, tuple[_Placed, int, int]]] = [{} for _ in self._node_jobs]
         racks: list[dict[str, _Placed]] = [{} for _ in self._rack_cross]
         for other_id, state in running.items():
             if other_id == job_id:
@@ -618,8 +665,9 @@ class NetworkPerf:
             other = self._placed.get(other_id)
             if other is None or other.gpu_ids != state.gpu_ids:
                 other = self._place(state.job, state.gpu_ids)
-            for node, count in zip(other.nodes, other.node_gpus):
-                nodes[node][other_id] = (other, count)
+            spread = len(other.nodes) > 1
+            for i, node in enumerate(other.nodes):
+                nodes[node][other_id] = (other, other.node_gpus[i], i if spread else -1)
             if other.crosses:
                 for rack in other.racks:
                     racks[rack][other_id] = other
@@ -630,13 +678,13 @@ class NetworkPerf:
         if self._scale <= 0:
             return 1.0
         if nodes is None:
-            return min(placed.node_factors)
+            return placed.factor
         row = self._coeff_row(placed.model, placed.gpu_type)
         factor = 1.0
         for node in placed.nodes:
             size = self._node_size[node]
             node_factor = 1.0
-            for other, other_gpus in nodes[node]:
+            for other, other_gpus, _ in nodes[node]:
                 node_factor *= 1.0 - self._coeff(row, placed.model, other.model,
                                                  placed.gpu_type) * other_gpus / size
             factor = min(factor, node_factor)
@@ -656,8 +704,8 @@ class NetworkPerf:
     def _step(self, placed: _Placed, nodes: _Neighbours | None,
               sharing: _Sharing | None) -> tuple[float, float]:
         """(seconds per step, communication seconds per step)."""
-        comm = placed.fixed_comm_s + placed.latency_s
-        if placed.dyn_bits > 0:
+        comm = placed.static_comm_s
+        if placed.crosses:
             bandwidth, _ = self._bandwidth(placed, sharing)
             comm += placed.dyn_bits / (bandwidth * 1e9)
         if self._scale > 0:
@@ -670,13 +718,13 @@ class _Neighbours:
 
     __slots__ = ("_nodes", "_running", "_skip")
 
-    def __init__(self, nodes: list[dict[str, tuple[_Placed, int]]], running: Mapping[str, object],
+    def __init__(self, nodes: list[dict[str, tuple[_Placed, int, int]]], running: Mapping[str, object],
                  skip: str) -> None:
         self._nodes = nodes
         self._running = running
         self._skip = skip
 
-    def __getitem__(self, node: int) -> list[tuple[_Placed, int]]:
+    def __getitem__(self, node: int) -> list[tuple[_Placed, int, int]]:
         running, skip = self._running, self._skip
         return [v for k, v in self._nodes[node].items() if k != skip and k in running]
 

@@ -203,10 +203,9 @@ def preempt_ranked(view: ClusterView, running_keys: Sequence[tuple[object, ...]]
     the same order; ``queue`` holds every pending job. The decisions are
     those `preempt_to_order` returns for the merged order of all of them,
     but a call visits only the pending jobs it starts and the running jobs
-    that do not fit, summing runs of running jobs (through prefix sums once
-    one run does not fit).
+    that do not fit, summing runs of running jobs through prefix sums.
     """
-    prefix: list[int] | None = None  # built on the first misfit: most calls have none
+    prefix = list(accumulate(running_gpus, initial=0))
     n_running = len(running_keys)
     capacity = view.topology.n_gpus
     cursor = _Cursor(queue)
@@ -219,13 +218,11 @@ def preempt_ranked(view: ClusterView, running_keys: Sequence[tuple[object, ...]]
         found = cursor.head(capacity)
         end = n_running if found is None else bisect_left(running_keys, found[1], index)
         while index < end:
-            run = sum(running_gpus[index:end]) if prefix is None else prefix[end] - prefix[index]
+            run = prefix[end] - prefix[index]
             if run <= capacity:
                 capacity -= run
                 index = end
                 break
-            if prefix is None:
-                prefix = list(accumulate(running_gpus, initial=0))
             misfit = bisect_right(prefix, prefix[index] + capacity, index, end + 1) - 1
             capacity -= prefix[misfit] - prefix[index]
             misfits.append(misfit)
