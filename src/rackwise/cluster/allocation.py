@@ -107,15 +107,21 @@ class Allocation:
         self._recount(gpu_ids)
 
     def _recount(self, gpu_ids: tuple[int, ...]) -> None:
-        # One bucket move per node touched (in first-touch order, which ties depend on).
-        gpu_node, node_free, by_free = self.topology.gpu_node, self.node_free, self._by_free
-        for node in dict.fromkeys(gpu_node[gpu] for gpu in gpu_ids):
-            before, after = node_free[node], len(self._free_ids[node])
-            del by_free[before][node]
-            by_free[after][node] = None
-            node_free[node] = after
-            self.rack_free[self.topology.nodes[node].rack_id] += after - before
-            self._n_free += after - before
+        # One bucket move per node touched, in first-touch order (ties depend on it).
+        gpu_node = self.topology.gpu_node
+        if len(gpu_ids) == 1:
+            self._recount_node(gpu_node[gpu_ids[0]])
+            return
+        for node in dict.fromkeys([gpu_node[gpu] for gpu in gpu_ids]):
+            self._recount_node(node)
+
+    def _recount_node(self, node: int) -> None:
+        before, after = self.node_free[node], len(self._free_ids[node])
+        del self._by_free[before][node]
+        self._by_free[after][node] = None
+        self.node_free[node] = after
+        self.rack_free[self.topology.nodes[node].rack_id] += after - before
+        self._n_free += after - before
 
 
 class TentativeAllocation:
@@ -208,4 +214,4 @@ class TentativeAllocation:
         for gpu in gpu_ids:
             rack = gpu_rack[gpu]
             rack_delta[rack] = rack_delta.get(rack, 0) + sign
-            self._n_free += sign
+        self._n_free += sign * len(gpu_ids)

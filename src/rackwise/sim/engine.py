@@ -369,8 +369,12 @@ class Simulator:
         return state is not None and state.version == version
 
     def _drop_stale(self) -> None:
-        heap = self._heap
-        while heap and not self._is_live(heap[0]):
+        heap, running = self._heap, self.running
+        while heap and heap[0][3] is EventKind.COMPLETION:
+            job_id, version = heap[0][4]  # type: ignore[misc]
+            state = running.get(job_id)
+            if state is not None and state.version == version:
+                return
             heapq.heappop(heap)
 
     def _has_work(self) -> bool:

@@ -193,6 +193,27 @@ def start_ranked(view: ClusterView, queue: RankedQueue, place: Placement,
     return starts
 
 
+def _pass_running(running_gpus: Sequence[int], index: int, end: int, capacity: int,
+                  misfits: list[int]) -> int:
+    """Pass running jobs ``index..end-1`` in rank order; return the capacity left.
+
+    Each job that fits in the capacity left keeps its GPUs; each one that
+    does not is appended to ``misfits`` (by position).
+    """
+    run = sum(running_gpus[index:end])
+    if run <= capacity:
+        return capacity - run
+    # Prefix sums over this stretch find each next misfit by bisection.
+    prefix = list(accumulate(running_gpus[index:end], initial=0))
+    at, length = 0, end - index
+    while prefix[length] - prefix[at] > capacity:
+        misfit = bisect_right(prefix, prefix[at] + capacity, at, length + 1) - 1
+        capacity -= prefix[misfit] - prefix[at]
+        misfits.append(index + misfit)
+        at = misfit + 1
+    return capacity - (prefix[length] - prefix[at])
+
+
 def preempt_ranked(view: ClusterView, running_keys: Sequence[tuple[object, ...]],
                    running_gpus: Sequence[int], queue: RankedQueue, place: Placement,
                    rng: np.random.Generator) -> Decisions:
@@ -203,9 +224,8 @@ def preempt_ranked(view: ClusterView, running_keys: Sequence[tuple[object, ...]]
     the same order; ``queue`` holds every pending job. The decisions are
     those `preempt_to_order` returns for the merged order of all of them,
     but a call visits only the pending jobs it starts and the running jobs
-    that do not fit, summing runs of running jobs through prefix sums.
+    that do not fit.
     """
-    prefix = list(accumulate(running_gpus, initial=0))
     n_running = len(running_keys)
     capacity = view.topology.n_gpus
     cursor = _Cursor(queue)
@@ -217,16 +237,9 @@ def preempt_ranked(view: ClusterView, running_keys: Sequence[tuple[object, ...]]
         # and capacity only shrinks, so the running jobs up to `found` come next.
         found = cursor.head(capacity)
         end = n_running if found is None else bisect_left(running_keys, found[1], index)
-        while index < end:
-            run = prefix[end] - prefix[index]
-            if run <= capacity:
-                capacity -= run
-                index = end
-                break
-            misfit = bisect_right(prefix, prefix[index] + capacity, index, end + 1) - 1
-            capacity -= prefix[misfit] - prefix[index]
-            misfits.append(misfit)
-            index = misfit + 1
+        if index < end:
+            capacity = _pass_running(running_gpus, index, end, capacity, misfits)
+            index = end
         if found is None or capacity == 0:
             break
         n_gpus, key = found
