@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from conftest import take
 
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.forecast.forward import forward
@@ -10,8 +11,6 @@ from rackwise.forecast.snapshot import ClusterSnapshot
 from rackwise.policies.registry import all_policies
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState, Status
-
-from conftest import take
 
 
 @pytest.mark.parametrize("name", sorted(all_policies()))

@@ -32,8 +32,16 @@ from rackwise.errors import InputError
 from rackwise.perf.catalogue import CATALOGUE, ModelSpec, assign_models, resolve_model
 from rackwise.perf.checkpoint import restart_overhead_s
 from rackwise.perf.comm import (
-    LINK_NAMES, UPLINK, Level, latency_s, level_bandwidth_gbps, level_of,
-    pipeline_bubble_frac, ring_allreduce_s, tightest_level, uplink_capacity_gbps,
+    LINK_NAMES,
+    UPLINK,
+    Level,
+    latency_s,
+    level_bandwidth_gbps,
+    level_of,
+    pipeline_bubble_frac,
+    ring_allreduce_s,
+    tightest_level,
+    uplink_capacity_gbps,
 )
 from rackwise.perf.config import PerfConfig
 from rackwise.perf.interference import Interference

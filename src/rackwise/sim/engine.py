@@ -85,6 +85,7 @@ class Simulator:
         self.now = 0.0
         self.allocation = Allocation(topology)
         self.pending: dict[str, JobState] = {}
+        self._pending_holes = 0  # entries deleted from `pending` since it was last compacted
         self.running: dict[str, JobState] = {}
         self.finished: dict[str, JobState] = {}
         self.view = ClusterView(topology, self.allocation, self.pending, self.running, self.perf)
@@ -295,6 +296,14 @@ class Simulator:
     def _start(self, state: JobState, gpu_ids: tuple[int, ...], now: float,
                copies: int = 1) -> None:
         del self.pending[state.job_id]
+        self._pending_holes += 1
+        # A dict keeps a deleted entry's slot until it resizes, and iterating it from
+        # the front (a queue in order) steps over every such slot: squeeze them out.
+        if self._pending_holes > len(self.pending) // 2 + 64:
+            kept = list(self.pending.items())
+            self.pending.clear()
+            self.pending.update(kept)
+            self._pending_holes = 0
         state.copies = copies
         self.allocation.allocate(state.job_id, gpu_ids)
         state.status = Status.RUNNING

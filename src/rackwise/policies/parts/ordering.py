@@ -9,9 +9,8 @@ with the length of the queue.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import accumulate
 
 import numpy as np
 
@@ -132,6 +131,14 @@ class RankedQueue:
     def key_of(self, job_id: str) -> tuple[object, ...]:
         return self._where[job_id][1]
 
+    def best_key(self) -> tuple[object, ...] | None:
+        """The key of the best-ranked job, or None when empty."""
+        return min((bucket[0] for bucket in self.buckets.values()), default=None)
+
+    def fewest_gpus(self) -> int | None:
+        """The smallest GPU count asked for, or None when empty."""
+        return next(iter(self.buckets), None)
+
 
 class _Cursor:
     """Walks a `RankedQueue` in rank order, among the jobs of at most ``limit`` GPUs."""
@@ -203,15 +210,20 @@ def _pass_running(running_gpus: Sequence[int], index: int, end: int, capacity: i
     run = sum(running_gpus[index:end])
     if run <= capacity:
         return capacity - run
-    # Prefix sums over this stretch find each next misfit by bisection.
-    prefix = list(accumulate(running_gpus[index:end], initial=0))
-    at, length = 0, end - index
-    while prefix[length] - prefix[at] > capacity:
-        misfit = bisect_right(prefix, prefix[at] + capacity, at, length + 1) - 1
-        capacity -= prefix[misfit] - prefix[at]
-        misfits.append(index + misfit)
-        at = misfit + 1
-    return capacity - (prefix[length] - prefix[at])
+    # Jobs keep their GPUs from the front until the running total passes the capacity.
+    # Find that first misfit from the back: the excess is usually a job or two.
+    first_misfit, tail = end, 0
+    while tail < run - capacity:
+        first_misfit -= 1
+        tail += running_gpus[first_misfit]
+    misfits.append(first_misfit)
+    capacity -= run - tail
+    for position in range(first_misfit + 1, end):
+        if running_gpus[position] <= capacity:
+            capacity -= running_gpus[position]
+        else:
+            misfits.append(position)
+    return capacity
 
 
 def preempt_ranked(view: ClusterView, running_keys: Sequence[tuple[object, ...]],
@@ -227,6 +239,12 @@ def preempt_ranked(view: ClusterView, running_keys: Sequence[tuple[object, ...]]
     that do not fit.
     """
     n_running = len(running_keys)
+    fewest = queue.fewest_gpus()
+    if fewest is None or fewest > view.n_free and (
+            n_running == 0 or queue.best_key() > running_keys[-1]):  # type: ignore[operator]
+        # Every pending job ranks behind every running one, so it may only use free
+        # GPUs, and none fits in them: a common case on a full cluster, decided here.
+        return Decisions()
     capacity = view.topology.n_gpus
     cursor = _Cursor(queue)
     targets: list[JobState] = []
