@@ -133,7 +133,7 @@ class RankedQueue:
 
     def best_key(self) -> tuple[object, ...] | None:
         """The key of the best-ranked job, or None when empty."""
-        return min((bucket[0] for bucket in self.buckets.values()), default=None)
+        return min([bucket[0] for bucket in self.buckets.values()], default=None)
 
     def fewest_gpus(self) -> int | None:
         """The smallest GPU count asked for, or None when empty."""
