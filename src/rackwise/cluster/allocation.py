@@ -109,19 +109,17 @@ class Allocation:
     def _recount(self, gpu_ids: tuple[int, ...]) -> None:
         # One bucket move per node touched, in first-touch order (ties depend on it).
         gpu_node = self.topology.gpu_node
-        if len(gpu_ids) == 1:
-            self._recount_node(gpu_node[gpu_ids[0]])
-            return
-        for node in dict.fromkeys([gpu_node[gpu] for gpu in gpu_ids]):
-            self._recount_node(node)
-
-    def _recount_node(self, node: int) -> None:
-        before, after = self.node_free[node], len(self._free_ids[node])
-        del self._by_free[before][node]
-        self._by_free[after][node] = None
-        self.node_free[node] = after
-        self.rack_free[self.topology.nodes[node].rack_id] += after - before
-        self._n_free += after - before
+        nodes = (gpu_node[gpu_ids[0]],) if len(gpu_ids) == 1 else dict.fromkeys(
+            [gpu_node[gpu] for gpu in gpu_ids])
+        node_free, by_free, free_ids = self.node_free, self._by_free, self._free_ids
+        node_rack, rack_free = self.topology.node_rack, self.rack_free
+        for node in nodes:
+            before, after = node_free[node], len(free_ids[node])
+            del by_free[before][node]
+            by_free[after][node] = None
+            node_free[node] = after
+            rack_free[node_rack[node]] += after - before
+            self._n_free += after - before
 
 
 class TentativeAllocation:

@@ -56,6 +56,7 @@ class Topology:
     # Derived look-up tables, filled in __post_init__.
     gpu_node: tuple[int, ...] = field(init=False, repr=False)
     gpu_rack: tuple[int, ...] = field(init=False, repr=False)
+    node_rack: tuple[int, ...] = field(init=False, repr=False)
     rack_nodes: tuple[tuple[int, ...], ...] = field(init=False, repr=False)
     rack_capacity: tuple[int, ...] = field(init=False, repr=False)
     max_gpus_per_node: int = field(init=False, repr=False)
@@ -72,7 +73,8 @@ class Topology:
         if sorted(racks) != list(range(len(racks))):
             raise ValueError("racks must be numbered 0..r-1")
         object.__setattr__(self, "gpu_node", tuple(gpu_node))
-        object.__setattr__(self, "gpu_rack", tuple(self.nodes[n].rack_id for n in gpu_node))
+        object.__setattr__(self, "node_rack", tuple(node.rack_id for node in self.nodes))
+        object.__setattr__(self, "gpu_rack", tuple(self.node_rack[n] for n in gpu_node))
         object.__setattr__(self, "rack_nodes", tuple(tuple(racks[r]) for r in range(len(racks))))
         object.__setattr__(
             self, "rack_capacity",

@@ -299,7 +299,7 @@ class Simulator:
         self._pending_holes += 1
         # A dict keeps a deleted entry's slot until it resizes, and iterating it from
         # the front (a queue in order) steps over every such slot: squeeze them out.
-        if self._pending_holes > len(self.pending) // 2 + 64:
+        if self._pending_holes > len(self.pending) + 256:
             kept = list(self.pending.items())
             self.pending.clear()
             self.pending.update(kept)
