@@ -8,6 +8,7 @@ and checks every answer against a naive model: a dict from GPU to owner.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from strategies import topologies
@@ -196,3 +197,32 @@ def test_overlay_take_then_give_back_restores_counts() -> None:
     overlay.take([0])
     assert (overlay.n_free, overlay.free_in_node(0), overlay.free_in_rack(0)) == (3, 1, 3)
     assert overlay.free_gpu_ids(0) == [1]
+
+
+@given(data=st.data())
+def test_an_overlay_that_buckets_touched_nodes_answers_as_one_that_scans_them(
+        data: st.DataObject) -> None:
+    """Past a number of touched nodes an overlay keeps them by free count; same answers."""
+    from unittest import mock
+
+    from rackwise.cluster import allocation as module
+
+    topology = uniform_cluster(48, 4, 8)
+    base = Allocation(topology)
+    held = data.draw(st.lists(st.integers(0, topology.n_gpus - 1), unique=True), label="held")
+    if held:
+        base.allocate("held", held)
+    with mock.patch.object(module, "_BUCKET_TOUCHED_FROM", 0):
+        bucketed = TentativeAllocation(base)
+    scanning = TentativeAllocation(base)
+    is_free = {g: base.owner[g] is None for g in range(topology.n_gpus)}
+    for _ in range(data.draw(st.integers(1, 60), label="steps")):
+        gpu = data.draw(st.integers(0, topology.n_gpus - 1), label="gpu")
+        with mock.patch.object(module, "_BUCKET_TOUCHED_FROM", 0):
+            (bucketed.give if not is_free[gpu] else bucketed.take)([gpu])
+        with mock.patch.object(module, "_BUCKET_TOUCHED_FROM", 10**9):
+            (scanning.give if not is_free[gpu] else scanning.take)([gpu])
+        is_free[gpu] = not is_free[gpu]
+        assert bucketed.free_counts() == scanning.free_counts()
+        for n_gpus in range(1, 6):
+            assert bucketed.tightest_node(n_gpus) == scanning.tightest_node(n_gpus)

@@ -122,6 +122,9 @@ class Allocation:
             self._n_free += after - before
 
 
+_BUCKET_TOUCHED_FROM = 32  # touched nodes beyond which an overlay buckets them by free count
+
+
 class TentativeAllocation:
     """An overlay on an `Allocation`: take and give back GPUs without changing it.
 
@@ -134,6 +137,8 @@ class TentativeAllocation:
         self.topology = base.topology
         self._base = base
         self._ids: dict[int, list[int]] = {}  # touched node -> its free GPU ids here
+        # Touched nodes by free count here (each list by node id), once there are many.
+        self._touched_at: list[list[int]] | None = None
         self._rack_delta: dict[int, int] = {}
         self._n_free = base.n_free
 
@@ -163,15 +168,22 @@ class TentativeAllocation:
         return counts
 
     def tightest_node(self, n_gpus: int) -> int | None:
+        # At an equal count, a touched node (the lowest id) goes before the base's order.
+        touched, by_free = self._ids, self._base._by_free
         best: int | None = None
-        best_free = self.topology.max_gpus_per_node + 1
-        touched = self._ids
-        for node, ids in touched.items():
-            free = len(ids)
-            if n_gpus <= free < best_free or (free == best_free and best is not None and node < best):
-                best, best_free = node, free
-        by_free = self._base._by_free
-        for count in range(max(n_gpus, 1), min(best_free, len(by_free))):
+        best_free = len(by_free)
+        if self._touched_at is None:
+            for node, ids in touched.items():
+                free = len(ids)
+                if n_gpus <= free < best_free or (free == best_free and best is not None
+                                                  and node < best):
+                    best, best_free = node, free
+        else:
+            for count in range(max(n_gpus, 1), best_free):
+                if self._touched_at[count]:
+                    best, best_free = self._touched_at[count][0], count
+                    break
+        for count in range(max(n_gpus, 1), best_free):
             for node in by_free[count]:
                 if node not in touched:
                     return node
@@ -181,31 +193,48 @@ class TentativeAllocation:
         """Mark free GPUs as used in this overlay."""
         gpu_ids = tuple(gpu_ids)  # read twice below
         for gpu in gpu_ids:
-            ids = self._node_ids(gpu)
+            node, ids = self._node_ids(gpu)
             position = bisect_left(ids, gpu)
             if position == len(ids) or ids[position] != gpu:
                 raise ValueError(f"GPU {gpu} is not free")
             del ids[position]
+            if self._touched_at is not None:
+                self._rebucket(node, len(ids) + 1, len(ids))
         self._count(gpu_ids, -1)
 
     def give(self, gpu_ids: Iterable[int]) -> None:
         """Mark used GPUs as free in this overlay (a tentative preemption)."""
         gpu_ids = tuple(gpu_ids)  # read twice below
         for gpu in gpu_ids:
-            ids = self._node_ids(gpu)
+            node, ids = self._node_ids(gpu)
             position = bisect_left(ids, gpu)
             if position < len(ids) and ids[position] == gpu:
                 raise ValueError(f"GPU {gpu} is already free")
             ids.insert(position, gpu)
+            if self._touched_at is not None:
+                self._rebucket(node, len(ids) - 1, len(ids))
         self._count(gpu_ids, +1)
 
-    def _node_ids(self, gpu: int) -> list[int]:
-        """The overlay's free-id list of the GPU's node, copied from the base on first touch."""
+    def _node_ids(self, gpu: int) -> tuple[int, list[int]]:
+        """The GPU's node and the overlay's free ids in it (copied from the base on first touch)."""
         node = self.topology.gpu_node[gpu]
         ids = self._ids.get(node)
         if ids is None:
             ids = self._ids[node] = list(self._base._free_ids[node])
-        return ids
+            if self._touched_at is not None:
+                insort(self._touched_at[len(ids)], node)
+            elif len(self._ids) > _BUCKET_TOUCHED_FROM:
+                # Many nodes touched (a large cluster, a big decision): from here on keep
+                # them by free count, so `tightest_node` need not scan them all.
+                self._touched_at = [[] for _ in self._base._by_free]
+                for touched, free_ids in sorted(self._ids.items()):
+                    self._touched_at[len(free_ids)].append(touched)
+        return node, ids
+
+    def _rebucket(self, node: int, before: int, after: int) -> None:
+        nodes = self._touched_at[before]  # type: ignore[index]
+        del nodes[bisect_left(nodes, node)]
+        insort(self._touched_at[after], node)  # type: ignore[index]
 
     def _count(self, gpu_ids: tuple[int, ...], sign: int) -> None:
         gpu_rack, rack_delta = self.topology.gpu_rack, self._rack_delta
