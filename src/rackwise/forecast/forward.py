@@ -165,18 +165,17 @@ def forward(snapshot: ClusterSnapshot, *, seed: int = 0,
         # A fresh policy hears of every job it finds, running or pending, as an
         # arrival: what a restarted driver loop does (`rackwise.backends.base.serve`).
         try:
-            return _forward(snapshot, seed, durations_s, extra_arrivals, True, perf, None, True)
+            return _forward(snapshot, seed, durations_s, extra_arrivals, True, perf, None)
         except (KeyError, InvalidDecisionError) as error:
             raise InputError(f"policy '{snapshot.policy_name}' cannot start from a cluster "
                              f"with jobs already running ({error}); use a snapshot with its "
                              f"live state", field="policy") from None
-    return _forward(snapshot, seed, durations_s, extra_arrivals, fresh_policy, perf, policy_copy,
-                    False)
+    return _forward(snapshot, seed, durations_s, extra_arrivals, fresh_policy, perf, policy_copy)
 
 
 def _forward(snapshot: ClusterSnapshot, seed: int, durations_s: Mapping[str, float] | None,
              extra_arrivals: Sequence[Job], fresh_policy: bool, perf: PerfModel | None,
-             policy_copy: Any, tell_running: bool) -> Forecast:
+             policy_copy: Any) -> Forecast:
     started = wallclock.perf_counter()
     now = snapshot.taken_at_s
     predicted = dict(snapshot.predicted_duration_s)
@@ -211,7 +210,7 @@ def _forward(snapshot: ClusterSnapshot, seed: int, durations_s: Mapping[str, flo
         completion_order=snapshot.completion_order)
     if not live:
         inner.reset(sim.view, policy_rng(seed))
-        for state in (*running, *pending) if tell_running else pending:
+        for state in (*running, *pending):
             inner.on_arrival(state.job, now)
     _drive(sim)
     return Forecast(now, snapshot.policy_name, _rows(snapshot, sim, log, running, pending, arrivals),

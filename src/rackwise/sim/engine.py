@@ -279,7 +279,8 @@ class Simulator:
         job = state.job
         if copies < 1:
             self._reject(now, f"job {job.job_id}: copies must be >= 1, got {copies}")
-        if len(gpu_ids) != job.n_gpus * copies or (len(gpu_ids) > 1 and len(set(gpu_ids)) != len(gpu_ids)):
+        if len(gpu_ids) != job.n_gpus * copies or (
+                len(gpu_ids) > 1 and len(set(gpu_ids)) != len(gpu_ids)):
             self._reject(now, f"job {job.job_id} needs {job.n_gpus * copies} distinct GPUs "
                               f"({copies} cop{'y' if copies == 1 else 'ies'}), got {list(gpu_ids)}")
         owner = self.allocation.owner
@@ -378,6 +379,7 @@ class Simulator:
         return state is not None and state.version == version
 
     def _drop_stale(self) -> None:
+        # `_is_live` inlined: this runs at every step.
         heap, running = self._heap, self.running
         while heap and heap[0][3] is EventKind.COMPLETION:
             job_id, version = heap[0][4]  # type: ignore[misc]
