@@ -191,54 +191,52 @@ class TentativeAllocation:
 
     def take(self, gpu_ids: Iterable[int]) -> None:
         """Mark free GPUs as used in this overlay."""
-        gpu_ids = tuple(gpu_ids)  # read twice below
-        for gpu in gpu_ids:
-            node, ids = self._node_ids(gpu)
-            position = bisect_left(ids, gpu)
-            if position == len(ids) or ids[position] != gpu:
-                raise ValueError(f"GPU {gpu} is not free")
-            del ids[position]
-            if self._touched_at is not None:
-                self._rebucket(node, len(ids) + 1, len(ids))
-        self._count(gpu_ids, -1)
+        self._change(gpu_ids, -1)
 
     def give(self, gpu_ids: Iterable[int]) -> None:
         """Mark used GPUs as free in this overlay (a tentative preemption)."""
-        gpu_ids = tuple(gpu_ids)  # read twice below
-        for gpu in gpu_ids:
-            node, ids = self._node_ids(gpu)
-            position = bisect_left(ids, gpu)
-            if position < len(ids) and ids[position] == gpu:
-                raise ValueError(f"GPU {gpu} is already free")
-            ids.insert(position, gpu)
-            if self._touched_at is not None:
-                self._rebucket(node, len(ids) - 1, len(ids))
-        self._count(gpu_ids, +1)
+        self._change(gpu_ids, +1)
 
-    def _node_ids(self, gpu: int) -> tuple[int, list[int]]:
-        """The GPU's node and the overlay's free ids in it (copied from the base on first touch)."""
-        node = self.topology.gpu_node[gpu]
-        ids = self._ids.get(node)
-        if ids is None:
-            ids = self._ids[node] = list(self._base._free_ids[node])
+    def _change(self, gpu_ids: Iterable[int], sign: int) -> None:
+        gpu_node, gpu_rack = self.topology.gpu_node, self.topology.gpu_rack
+        touched, rack_delta = self._ids, self._rack_delta
+        n_changed = 0
+        for gpu in gpu_ids:
+            node = gpu_node[gpu]
+            ids = touched.get(node)
+            if ids is None:
+                ids = self._touch(node)
+            position = bisect_left(ids, gpu)
+            present = position < len(ids) and ids[position] == gpu
+            if sign < 0:
+                if not present:
+                    raise ValueError(f"GPU {gpu} is not free")
+                del ids[position]
+            else:
+                if present:
+                    raise ValueError(f"GPU {gpu} is already free")
+                ids.insert(position, gpu)
             if self._touched_at is not None:
-                insort(self._touched_at[len(ids)], node)
-            elif len(self._ids) > _BUCKET_TOUCHED_FROM:
-                # Many nodes touched (a large cluster, a big decision): from here on keep
-                # them by free count, so `tightest_node` need not scan them all.
-                self._touched_at = [[] for _ in self._base._by_free]
-                for touched, free_ids in sorted(self._ids.items()):
-                    self._touched_at[len(free_ids)].append(touched)
-        return node, ids
+                self._rebucket(node, len(ids) - sign, len(ids))
+            rack = gpu_rack[gpu]
+            rack_delta[rack] = rack_delta.get(rack, 0) + sign
+            n_changed += 1
+        self._n_free += sign * n_changed
+
+    def _touch(self, node: int) -> list[int]:
+        """The overlay's own free-id list of a node, copied from the base."""
+        ids = self._ids[node] = list(self._base._free_ids[node])
+        if self._touched_at is not None:
+            insort(self._touched_at[len(ids)], node)
+        elif len(self._ids) > _BUCKET_TOUCHED_FROM:
+            # Many nodes touched (a large cluster, a big decision): from here on keep
+            # them by free count, so `tightest_node` need not scan them all.
+            self._touched_at = [[] for _ in self._base._by_free]
+            for touched, free_ids in sorted(self._ids.items()):
+                self._touched_at[len(free_ids)].append(touched)
+        return ids
 
     def _rebucket(self, node: int, before: int, after: int) -> None:
         nodes = self._touched_at[before]  # type: ignore[index]
         del nodes[bisect_left(nodes, node)]
         insort(self._touched_at[after], node)  # type: ignore[index]
-
-    def _count(self, gpu_ids: tuple[int, ...], sign: int) -> None:
-        gpu_rack, rack_delta = self.topology.gpu_rack, self._rack_delta
-        for gpu in gpu_ids:
-            rack = gpu_rack[gpu]
-            rack_delta[rack] = rack_delta.get(rack, 0) + sign
-        self._n_free += sign * len(gpu_ids)
