@@ -353,3 +353,28 @@ def test_stale_completion_after_a_rate_change_is_ignored() -> None:
     assert records["a"].finish_time == 110.0
     assert records["a"].run_time_s == 110.0
     assert result.timeline.time == [0.0, 20.0, 40.0, 110.0]
+
+
+def test_what_a_snapshot_reads_of_a_running_simulation() -> None:
+    """The read-only accessors a forecast snapshot is built from, seen mid-run."""
+    from rackwise.policies.registry import make_policy
+
+    jobs = [Job(f"j{i}", submit_time=100.0 * i, n_gpus=1 + i % 4, duration_s=900.0 + 37.0 * i)
+            for i in range(12)]
+    seen: list[bool] = []
+
+    def look(sim: Simulator) -> None:
+        if seen or len(sim.records) < 2 or not sim.running:
+            return
+        arrived = len(jobs) - sim.n_waiting
+        assert [job.job_id for job in sim.submitted] == [j.job_id for j in jobs[:arrived]]
+        assert sorted(sim.completion_order()) == sorted(sim.running)
+        due = sim.next_round_at()
+        assert due is not None and due > sim.now
+        timers = sim.timers()
+        assert list(timers) == sorted(timers) and all(t > sim.now for t in timers)
+        assert sorted(sim.allocation.node_order()) == [0, 1]
+        seen.append(True)
+
+    Simulator(uniform_cluster(2, 4, 2), jobs, make_policy("gavel"), seed=0, observers=[look]).run()
+    assert seen, "the run should reach a moment with two jobs done and some running"

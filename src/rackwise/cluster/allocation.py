@@ -83,6 +83,10 @@ class Allocation:
                 return next(iter(bucket))
         return None
 
+    def node_order(self) -> tuple[int, ...]:
+        """Every node, as the free-count buckets hold them (placements break ties by it)."""
+        return tuple(node for bucket in self._by_free for node in bucket)
+
     def nodes_with_free(self, count: int) -> Iterator[int]:
         """Nodes with exactly ``count`` free GPUs."""
         if 0 <= count < len(self._by_free):

@@ -220,9 +220,8 @@ def _forward(snapshot: ClusterSnapshot, seed: int, durations_s: Mapping[str, flo
 def _drive(sim: Simulator) -> None:
     """Step until nothing is left, or until the policy idles with jobs it will never start."""
     idle_steps = 0
-    jobs = sim.jobs
     while sim.step():
-        if sim.running or not sim.pending or sim._next_arrival < len(jobs):
+        if sim.running or not sim.pending or sim.n_waiting:
             idle_steps = 0
         else:
             idle_steps += 1

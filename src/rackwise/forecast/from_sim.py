@@ -18,7 +18,6 @@ from rackwise.forecast.durations import predict_durations
 from rackwise.forecast.snapshot import ClusterSnapshot, copy_state, pickle_policy, validate
 from rackwise.perf.base import IdealPerf
 from rackwise.sim.engine import Simulator
-from rackwise.sim.events import EventKind
 from rackwise.workload.job import Job
 
 Predictions = Literal["exact", "history"]
@@ -62,7 +61,6 @@ def snapshot_of(sim: Simulator, *, taken_at_s: float | None = None,
     for gpu, name in enumerate(owner):
         if name is not None and name.startswith("!"):
             held.setdefault(name, []).append(gpu)
-    rounds = [t for t, _, _, kind, _ in sim._heap if kind is EventKind.ROUND]
     perf = sim.perf
     perf_name, perf_params = (("ideal", dataclasses.asdict(perf)) if isinstance(perf, IdealPerf)
                               else ("network", {}))
@@ -72,13 +70,11 @@ def snapshot_of(sim: Simulator, *, taken_at_s: float | None = None,
         predicted_duration_s=predicted, held_gpus={k: tuple(v) for k, v in held.items()},
         arrivals=arrivals, duration_error=error, policy_name=policy.name,
         policy_params=policy_params(policy), policy_state=pickle_policy(policy), decided=True,
-        timers=tuple(sorted(t for t in sim._timers if t > now)),
-        next_round_s=min(rounds) if rounds else None, perf_name=perf_name,
+        timers=tuple(t for t in sim.timers() if t > now), next_round_s=sim.next_round_at(),
+        perf_name=perf_name,
         perf_params=perf_params, source="simulation",
-        # placements break ties by the order of the allocation's buckets
-        node_order=tuple(n for bucket in sim.allocation._by_free for n in bucket),
-        completion_order=_completion_order(sim),
-        **recent_arrivals(sim.jobs[:sim._next_arrival], now))
+        node_order=sim.allocation.node_order(), completion_order=sim.completion_order(),
+        **recent_arrivals(sim.submitted, now))
     validate(snapshot)
     return snapshot
 
@@ -90,18 +86,6 @@ def recent_arrivals(submitted: Sequence[Job], now: float, window_s: float = 86_4
     span = min(window_s, now - submitted[0].submit_time) if submitted else 0.0
     return {"arrival_rate_per_s": len(recent) / span if span > 0 else 0.0,
             "arrival_shapes": tuple((job.n_gpus, job.duration_s) for job in recent)}
-
-
-def _completion_order(sim: Simulator) -> tuple[str, ...]:
-    """Running jobs by the queue position of their live completion events."""
-    live = []
-    for _, _, seq, kind, payload in sim._heap:
-        if kind is EventKind.COMPLETION:
-            job_id, version = payload  # type: ignore[misc]
-            state = sim.running.get(job_id)
-            if state is not None and state.version == version:
-                live.append((seq, job_id))
-    return tuple(job_id for _, job_id in sorted(live))
 
 
 @dataclass

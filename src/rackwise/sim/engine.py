@@ -244,6 +244,30 @@ class Simulator:
         """Submit time of the next job to arrive (inf if none)."""
         return self.jobs[self._next_arrival].submit_time if self.n_waiting else INF
 
+    @property
+    def submitted(self) -> Sequence[Job]:
+        """Jobs submitted so far, in submit order."""
+        return self.jobs[:self._next_arrival]
+
+    def timers(self) -> tuple[float, ...]:
+        """Instants the policy asked to be woken at that are still to come, ascending."""
+        return tuple(sorted(t for t in self._timers if t > self.now))
+
+    def next_round_at(self) -> float | None:
+        """When the next policy round is due (None without rounds)."""
+        rounds = [event[0] for event in self._heap if event[3] is EventKind.ROUND]
+        return min(rounds) if rounds else None
+
+    def completion_order(self) -> tuple[str, ...]:
+        """Running jobs in the order their completion events were scheduled.
+
+        Same-instant completions are handled in this order, so a copy of the
+        simulator (`resume`) needs it to go on exactly as this one does.
+        """
+        live = sorted((event[2], event[4][0]) for event in self._heap  # type: ignore[index]
+                      if self._is_live(event) and event[3] is EventKind.COMPLETION)
+        return tuple(job_id for _, job_id in live)
+
     def apply(self, decisions: Decisions) -> None:
         """Apply decisions made outside `step` at the current instant (a driver loop's hook)."""
         self._apply(decisions, self.now, set())
