@@ -226,3 +226,18 @@ def test_an_overlay_that_buckets_touched_nodes_answers_as_one_that_scans_them(
         assert bucketed.free_counts() == scanning.free_counts()
         for n_gpus in range(1, 6):
             assert bucketed.tightest_node(n_gpus) == scanning.tightest_node(n_gpus)
+
+
+def test_node_order_round_trips() -> None:
+    """A copy given the original's node order picks the same tightest node."""
+    topology = uniform_cluster(6, 4, 3)
+    original, copy = Allocation(topology), Allocation(topology)
+    original.allocate("b", [4])  # node 1, then node 0, drop to 3 free GPUs
+    original.allocate("a", [0])
+    copy.allocate("a", [0])  # the same state, reached in the other order
+    copy.allocate("b", [4])
+    assert copy.free_counts() == original.free_counts()
+    assert copy.tightest_node(3) != original.tightest_node(3)
+    copy.set_node_order(original.node_order())
+    assert copy.node_order() == original.node_order()
+    assert copy.tightest_node(3) == original.tightest_node(3)

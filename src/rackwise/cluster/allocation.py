@@ -87,6 +87,13 @@ class Allocation:
         """Every node, as the free-count buckets hold them (placements break ties by it)."""
         return tuple(node for bucket in self._by_free for node in bucket)
 
+    def set_node_order(self, node_order: Iterable[int]) -> None:
+        """Put every node back in its bucket in this order (what `node_order` gave)."""
+        for bucket in self._by_free:
+            bucket.clear()
+        for node in node_order:
+            self._by_free[self.node_free[node]][node] = None
+
     def nodes_with_free(self, count: int) -> Iterator[int]:
         """Nodes with exactly ``count`` free GPUs."""
         if 0 <= count < len(self._by_free):

@@ -137,11 +137,7 @@ class Simulator:
         for state in pending:
             sim.pending[state.job_id] = state
         if node_order:
-            buckets = sim.allocation._by_free
-            for bucket in buckets:
-                bucket.clear()
-            for node in node_order:
-                buckets[sim.allocation.node_free[node]][node] = None
+            sim.allocation.set_node_order(node_order)
         wakes = sorted({t for t in timers if t > now} | ({now} if decide_now else set()))
         for wake_at in wakes:
             sim._timers.add(wake_at)
