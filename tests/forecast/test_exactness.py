@@ -17,31 +17,19 @@ from rackwise.errors import MissingExtraError
 from rackwise.forecast.forward import forward
 from rackwise.forecast.from_sim import ForecastTap, snapshot_of
 from rackwise.forecast.snapshot import from_json, to_json
-from rackwise.policies.base import Decisions
+from rackwise.policies.base import Decisions, PolicyWrapper
 from rackwise.policies.registry import all_policies, make_policy
 from rackwise.sim.engine import Simulator
 
 POLICIES = sorted(all_policies())
 
 
-class _Log:
+class _Log(PolicyWrapper):
     """Notes every start a policy decides, with its instant and GPUs."""
 
     def __init__(self, inner):  # type: ignore[no-untyped-def]
-        self.inner = inner
-        self.name = inner.name
-        self.round_s = getattr(inner, "round_s", None)
-        self.fork_overhead_frac = getattr(inner, "fork_overhead_frac", None)
+        super().__init__(inner)
         self.starts: list[tuple[float, str, tuple[int, ...]]] = []
-
-    def reset(self, view, rng):  # type: ignore[no-untyped-def]
-        self.inner.reset(view, rng)
-
-    def on_arrival(self, job, now):  # type: ignore[no-untyped-def]
-        self.inner.on_arrival(job, now)
-
-    def on_completion(self, job, now):  # type: ignore[no-untyped-def]
-        self.inner.on_completion(job, now)
 
     def schedule(self, view, now) -> Decisions:  # type: ignore[no-untyped-def]
         decisions = self.inner.schedule(view, now)

@@ -18,7 +18,7 @@ import pytest
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.errors import MissingExtraError
 from rackwise.metrics.records import JobRecord
-from rackwise.policies.base import BasePolicy, Decisions
+from rackwise.policies.base import BasePolicy, Decisions, PolicyWrapper
 from rackwise.policies.registry import all_policies, make_policy, policy_class
 from rackwise.sim.engine import Simulator
 from rackwise.workload.job import Job
@@ -98,24 +98,12 @@ def check_no_run_state_before_reset(name: str) -> None:
     assert not [a for a in vars(fresh) if a.endswith("_") and not a.startswith("__")]
 
 
-class _ViewGuard:
+class _ViewGuard(PolicyWrapper):
     """Wraps a policy and fails if a ``schedule`` call changes what it was shown."""
 
     def __init__(self, inner: BasePolicy) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.round_s = getattr(inner, "round_s", None)
-        self.fork_overhead_frac = getattr(inner, "fork_overhead_frac", None)
+        super().__init__(inner)
         self.n_calls = 0
-
-    def reset(self, view, rng):  # type: ignore[no-untyped-def]
-        self.inner.reset(view, rng)
-
-    def on_arrival(self, job, now):  # type: ignore[no-untyped-def]
-        self.inner.on_arrival(job, now)
-
-    def on_completion(self, job, now):  # type: ignore[no-untyped-def]
-        self.inner.on_completion(job, now)
 
     @staticmethod
     def snapshot(view) -> tuple:  # type: ignore[no-untyped-def]

@@ -7,7 +7,7 @@ import pytest
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.errors import InputError
 from rackwise.perf.base import IdealPerf
-from rackwise.policies.base import Decisions
+from rackwise.policies.base import Decisions, PolicyWrapper
 from rackwise.policies.parts.ordering import preempt_to_order
 from rackwise.policies.registry import make_policy
 from rackwise.policies.tiresias import Tiresias
@@ -17,23 +17,12 @@ from rackwise.workload.job import Job
 EXACT = IdealPerf(checkpoint_restore_s=0.0)
 
 
-class Spy:
+class Spy(PolicyWrapper):
     """Passes calls through to a policy and keeps every decision it returned."""
 
-    name = "spy"
-
     def __init__(self, inner: Tiresias) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.decisions: list[tuple[float, Decisions]] = []
-
-    def reset(self, view, rng):  # type: ignore[no-untyped-def]
-        self.inner.reset(view, rng)
-
-    def on_arrival(self, job, now):  # type: ignore[no-untyped-def]
-        self.inner.on_arrival(job, now)
-
-    def on_completion(self, job, now):  # type: ignore[no-untyped-def]
-        self.inner.on_completion(job, now)
 
     def schedule(self, view, now):  # type: ignore[no-untyped-def]
         decisions = self.inner.schedule(view, now)

@@ -150,18 +150,23 @@ class SlurmBackend:
 
     # -------------------------------------------------------------- observe
     def observe(self) -> Snapshot:
-        raw_jobs = self.cli.jobs()
-        raw_nodes = self.cli.nodes()
-        wall = self._clock()
-        self._resolve_clock(raw_jobs)
-        now = self.wall_to_now(wall)
-        managed = self._classify(raw_jobs, now)
+        raw_jobs, raw_nodes, wall, now, managed = self._read()
         self._reconcile(managed, wall, now)
         snapshot = self._build(managed, raw_jobs, raw_nodes, wall, now)
         self._last_wall = wall
         self._last_kind = {m.slurm_id: (m.kind, m.restart_cnt) for m in managed.values()}
         self._current = managed
         return snapshot
+
+    def _read(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], float, float,
+                             dict[str, _Managed]]:
+        """Slurm's jobs and nodes, the wall and trace clocks, and our jobs among them, classified."""
+        raw_jobs = self.cli.jobs()
+        raw_nodes = self.cli.nodes()
+        wall = self._clock()
+        self._resolve_clock(raw_jobs)
+        now = self.wall_to_now(wall)
+        return raw_jobs, raw_nodes, wall, now, self._classify(raw_jobs, now)
 
     def snapshot(self) -> ClusterSnapshot:
         """The cluster for a forecast (`backends.base.SnapshotSource`), read without changing it.
@@ -172,12 +177,7 @@ class SlurmBackend:
         """
         from rackwise.forecast.snapshot import from_view
 
-        raw_jobs = self.cli.jobs()
-        raw_nodes = self.cli.nodes()
-        wall = self._clock()
-        self._resolve_clock(raw_jobs)
-        now = self.wall_to_now(wall)
-        managed = self._classify(raw_jobs, now)
+        raw_jobs, raw_nodes, wall, now, managed = self._read()
         observed = self._build(managed, raw_jobs, raw_nodes, wall, now)
         waiting = [m.job for m in managed.values() if m.kind == "waiting"]
         return from_view(observed.view, now, source=self.name, arrivals=waiting,

@@ -17,14 +17,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 
 from rackwise.backends.base import policy_rng
 from rackwise.cluster.view import ClusterView
 from rackwise.errors import InputError, InvalidDecisionError
 from rackwise.forecast.snapshot import ClusterSnapshot, copy_state
 from rackwise.perf.base import PerfModel
-from rackwise.policies.base import Decisions, Policy
+from rackwise.policies.base import Decisions, Policy, PolicyWrapper
 from rackwise.sim.engine import MAX_IDLE_STEPS, Simulator
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState
@@ -70,24 +69,12 @@ class Forecast:
     wall_time_s: float
 
 
-class _StartLog:
+class _StartLog(PolicyWrapper):
     """Stands in for the policy in the forward run and notes each job's first start."""
 
     def __init__(self, inner: Policy) -> None:
-        self.inner = inner
-        self.name = inner.name
-        self.round_s = getattr(inner, "round_s", None)
-        self.fork_overhead_frac = getattr(inner, "fork_overhead_frac", None)
+        super().__init__(inner)
         self.starts: dict[str, tuple[float, tuple[int, ...]]] = {}
-
-    def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
-        self.inner.reset(view, rng)
-
-    def on_arrival(self, job: Job, now: float) -> None:
-        self.inner.on_arrival(job, now)
-
-    def on_completion(self, job: Job, now: float) -> None:
-        self.inner.on_completion(job, now)
 
     def schedule(self, view: ClusterView, now: float) -> Decisions:
         decisions = self.inner.schedule(view, now)

@@ -105,3 +105,31 @@ class BasePolicy:
 
     def on_completion(self, job: Job, now: float) -> None:
         """A job finished and released its GPUs (called before ``schedule``)."""
+
+
+class PolicyWrapper:
+    """Stands in for a policy and passes every hook through to it.
+
+    Subclasses watch or change what ``schedule`` returns (a forecast notes
+    each start, a test checks the view is left alone). The engine reads
+    ``name``, ``round_s`` and ``fork_overhead_frac`` off the wrapper as it
+    would off the policy.
+    """
+
+    def __init__(self, inner: Policy) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.round_s = getattr(inner, "round_s", None)
+        self.fork_overhead_frac = getattr(inner, "fork_overhead_frac", None)
+
+    def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
+        self.inner.reset(view, rng)
+
+    def on_arrival(self, job: Job, now: float) -> None:
+        self.inner.on_arrival(job, now)
+
+    def on_completion(self, job: Job, now: float) -> None:
+        self.inner.on_completion(job, now)
+
+    def schedule(self, view: ClusterView, now: float) -> Decisions:
+        return self.inner.schedule(view, now)
