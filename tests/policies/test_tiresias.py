@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.errors import InputError
@@ -49,9 +51,16 @@ def queue_at(queues: list[tuple[float, int | None]], t: float) -> int | None:
     return [q for now, q in queues if now == t][-1]
 
 
+class EagerTiresias(Tiresias):
+    """Asks to be woken at every demotion, including those that change no decision."""
+
+    def _demotions_matter(self) -> bool:
+        return True
+
+
 @pytest.mark.parametrize(("n_gpus", "demote_s"), [(8, 450.0), (3, 1200.0), (1, 3600.0)])
 def test_t1_demotion_after_3600_gpu_seconds(n_gpus: int, demote_s: float) -> None:
-    records, spy, queues = run([Job("J1", 0.0, n_gpus, 5000.0)], Tiresias(), n_gpus_per_node=8)
+    records, spy, queues = run([Job("J1", 0.0, n_gpus, 5000.0)], EagerTiresias(), n_gpus_per_node=8)
     # The first decision starts J1 and asks to be woken at the crossing.
     now, first = spy.decisions[0]
     assert now == 0.0 and [s.job_id for s in first.start] == ["J1"]
@@ -67,7 +76,8 @@ def test_t1_demotion_after_3600_gpu_seconds(n_gpus: int, demote_s: float) -> Non
 def test_t2_demotion_preempts_for_a_q1_job() -> None:
     jobs = [Job("J1", 0.0, 4, 2000.0), Job("J2", 100.0, 4, 200.0)]
     records, spy, queues = run(jobs, Tiresias())
-    assert spy.decisions[0][1].wake_at == 900.0
+    # Alone, J1 needs no wake-up; J2 waits behind it in Q1, so its demotion then matters.
+    assert [d.wake_at for _, d in spy.decisions[:2]] == [None, 900.0]
     assert queue_at(queues, 100.0) == 0  # J2 waits: both in Q1, J1 came first
     assert queue_at(queues, 900.0) == 1
     at_900 = [d for t, d in spy.decisions if t == 900.0][0]
@@ -93,7 +103,8 @@ def _t3_jobs() -> list[Job]:
 
 
 def test_t3_promotion_after_eight_times_run_time() -> None:
-    records, spy, queues = run(_t3_jobs(), Tiresias())
+    # Eager, to see the demotion at 9300 that nothing waits for.
+    records, spy, queues = run(_t3_jobs(), EagerTiresias())
     at_900 = [d for t, d in spy.decisions if t == 900.0][0]
     assert at_900.preempt == ("J1",)
     # Preempted at 900 after 900 s of running: eligible once it has waited 8 * 900 s.
@@ -130,10 +141,45 @@ def test_no_head_of_line_blocking() -> None:
 
 def test_three_queues_demote_one_at_a_time() -> None:
     records, spy, queues = run([Job("J1", 0.0, 2, 10000.0)],
-                               Tiresias(queue_limits_gpu_s=(1000.0, 5000.0)))
+                               EagerTiresias(queue_limits_gpu_s=(1000.0, 5000.0)))
     assert queue_at(queues, 500.0) == 1
     assert queue_at(queues, 2500.0) == 2
     assert [d.wake_at for _, d in spy.decisions][:3] == [500.0, 2500.0, None]
+
+
+def test_a_demotion_no_pending_job_can_use_waits_for_the_next_event() -> None:
+    # J1 crosses 1000 GPU-s at 500 and 5000 at 2500 with nothing waiting: no wake-up.
+    jobs = [Job("J1", 0.0, 2, 10000.0), Job("J2", 3000.0, 1, 10.0)]
+    records, spy, queues = run(jobs, Tiresias(queue_limits_gpu_s=(1000.0, 5000.0)))
+    assert [t for t, _ in queues] == [0.0, 3000.0, 3010.0, 10000.0]
+    assert all(d.wake_at is None for _, d in spy.decisions)
+    # Both demotions are applied at J2's arrival, the second timed from the first.
+    assert queue_at(queues, 3000.0) == 2
+    assert records["J1"].finish_time == 10000.0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), limits=st.sampled_from([(600.0,), (600.0, 4000.0), (300.0, 900.0, 5000.0)]),
+       knob=st.sampled_from([None, 0.0, 2.0]), running_first=st.booleans(),
+       placement=st.sampled_from(["consolidated", "first-fit", "best-fit", "random"]))
+def test_lazy_demotions_give_the_records_of_waking_at_every_one(
+        seed: int, limits: tuple[float, ...], knob: float | None, running_first: bool,
+        placement: str) -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    n = 40
+    submit = np.cumsum(rng.exponential(60.0, n))
+    widths = rng.choice([1, 1, 2, 3, 4, 8], n)
+    durations = rng.lognormal(np.log(600.0), 1.0, n)
+    jobs = [Job(f"j{i:02d}", float(submit[i]), int(widths[i]), float(durations[i])) for i in range(n)]
+    params = dict(queue_limits_gpu_s=limits, promote_knob=knob, running_first=running_first,
+                  placement=placement)
+    perf = IdealPerf(checkpoint_restore_s=10.0)
+    lazy = Simulator(uniform_cluster(3, 4, 2), jobs, Tiresias(**params), perf=perf, seed=seed).run()
+    eager = Simulator(uniform_cluster(3, 4, 2), jobs, EagerTiresias(**params), perf=perf, seed=seed).run()
+    assert lazy.records == eager.records
+    assert lazy.n_steps <= eager.n_steps
 
 
 def test_registered_and_parameters_validated() -> None:

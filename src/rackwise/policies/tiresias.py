@@ -27,7 +27,7 @@ class Tiresias(BasePolicy):
     Queue i (0 = Q1, the highest) holds jobs whose service since they last
     entered Q1 lies in ``[limit[i-1], limit[i])``. A job enters Q1 on arrival
     and moves down one queue the instant its service reaches its queue's
-    limit; the policy asks to be woken exactly then. Queues have strict
+    limit. Queues have strict
     priority; within one, jobs run in the order they entered it (then by
     submit time, then job id). The best-ranked jobs that fit run, with no
     head-of-line blocking, and lower-ranked running jobs are preempted when
@@ -48,6 +48,11 @@ class Tiresias(BasePolicy):
     demoted job would be preempted by every earlier entrant of its new queue
     and the cluster would churn; ``running_first=False`` keeps the pure
     entry order for comparison.
+
+    The policy asks to be woken at a demotion only when a pending job would
+    then rank ahead of the demoted one; any other demotion changes no
+    decision, so it is applied at the next event, at its own instant and in
+    the same order (the records are those of waking at every demotion).
 
     Args:
         queue_limits_gpu_s: Upper service limit of each queue but the last,
@@ -112,14 +117,15 @@ class Tiresias(BasePolicy):
     def schedule(self, view: ClusterView, now: float) -> Decisions:
         entering = [(0, job.submit_time, job.job_id) for job in self.arrived_]
         self.arrived_ = []
-        heap = self.demote_heap_
-        while heap and heap[0][0] <= now:
-            at, job_id = heappop(heap)
-            if self.demote_at_.get(job_id) == at:
-                del self.demote_at_[job_id]
-                self._drop_running(self.key_of_[job_id])
-                job = view.running[job_id].job
-                entering.append((self.queue_of_[job_id] + 1, job.submit_time, job_id))
+        # Demotions due before now found no event then (see `_next_wake`): each is
+        # applied at its own instant, as if the policy had been woken for it.
+        while (at := _earliest_live(self.demote_heap_, self.demote_at_)) <= now:
+            demoted = self._pop_demotions(view, at)
+            if at == now:
+                entering += demoted
+                break
+            for queue, _, job_id in sorted(demoted):
+                self._enter(view, job_id, queue, at)
         due = self.promote_due_
         heap = self.promote_heap_
         while heap and heap[0][0] <= now:
@@ -218,6 +224,34 @@ class Tiresias(BasePolicy):
         self.demote_at_[job_id] = at
         _push_live(self.demote_heap_, self.demote_at_, at, job_id)
 
+    def _pop_demotions(self, view: ClusterView, at: float) -> list[tuple[int, float, str]]:
+        """Take the jobs demoted at ``at`` out of their queue: (new queue, submit, id) each."""
+        demoted = []
+        heap = self.demote_heap_
+        while heap and heap[0][0] <= at:
+            at_, job_id = heappop(heap)
+            if self.demote_at_.get(job_id) == at_:
+                del self.demote_at_[job_id]
+                self._drop_running(self.key_of_[job_id])
+                job = view.running[job_id].job
+                demoted.append((self.queue_of_[job_id] + 1, job.submit_time, job_id))
+        return demoted
+
+    def _demotions_matter(self) -> bool:
+        """Whether a demotion before the next event may change a decision.
+
+        It may only if a pending job would then rank ahead of the demoted job
+        (or a promotion waits for the next event). Running jobs move down one
+        queue at a time to the last one; ranked first within a queue, they
+        fall behind a pending job only by leaving its queue.
+        """
+        if self.promote_due_:
+            return True
+        best = self.pending_.best_key()
+        if best is None:
+            return False
+        return not self.running_first or int(best[0]) < len(self.limits_)  # type: ignore[call-overload]
+
     def _key(self, queue: int, seq: int, job_id: str, *, running: bool) -> Key:
         return (queue, 0 if running or not self.running_first else 1, seq, job_id)
 
@@ -233,7 +267,7 @@ class Tiresias(BasePolicy):
             del self.running_gpus_[index]
 
     def _next_wake(self) -> float | None:
-        demote = _earliest_live(self.demote_heap_, self.demote_at_)
+        demote = _earliest_live(self.demote_heap_, self.demote_at_) if self._demotions_matter() else math.inf
         promote = _earliest_live(self.promote_heap_, self.promote_at_)
         best = min(demote, promote)
         return None if best == math.inf else best
