@@ -226,6 +226,9 @@ def test_an_overlay_that_buckets_touched_nodes_answers_as_one_that_scans_them(
         assert bucketed.free_counts() == scanning.free_counts()
         for n_gpus in range(1, 6):
             assert bucketed.tightest_node(n_gpus) == scanning.tightest_node(n_gpus)
+    for free in (base, bucketed, scanning):
+        with_free = [(node, count) for node, count in enumerate(free.free_counts()) if count]
+        assert sorted(free.free_nodes()) == with_free
 
 
 def test_node_order_round_trips() -> None:

@@ -33,6 +33,10 @@ class FreeGpus(Protocol):
         """Free GPUs of every node, indexed by node id (a copy)."""
         ...
 
+    def free_nodes(self) -> list[tuple[int, int]]:
+        """(node, free GPUs) of every node with a free GPU, in no set order."""
+        ...
+
     def tightest_node(self, n_gpus: int) -> int | None:
         """A node with the fewest free GPUs that still has ``n_gpus`` free, or None."""
         ...
@@ -75,6 +79,11 @@ class Allocation:
 
     def free_counts(self) -> list[int]:
         return list(self.node_free)
+
+    def free_nodes(self) -> list[tuple[int, int]]:
+        # From the buckets: on a busy cluster, far fewer than all nodes.
+        return [(node, count) for count in range(1, len(self._by_free))
+                for node in self._by_free[count]]
 
     def tightest_node(self, n_gpus: int) -> int | None:
         for count in range(max(n_gpus, 1), len(self._by_free)):
@@ -177,6 +186,12 @@ class TentativeAllocation:
         for node, ids in self._ids.items():
             counts[node] = len(ids)
         return counts
+
+    def free_nodes(self) -> list[tuple[int, int]]:
+        touched = self._ids
+        found = [(node, count) for node, count in self._base.free_nodes() if node not in touched]
+        found += [(node, len(ids)) for node, ids in touched.items() if ids]
+        return found
 
     def tightest_node(self, n_gpus: int) -> int | None:
         # At an equal count, a touched node (the lowest id) goes before the base's order.

@@ -174,6 +174,9 @@ class TypeMask:
         counts = self._free.free_counts()
         return [count if n in self._member else 0 for n, count in enumerate(counts)]
 
+    def free_nodes(self) -> list[tuple[int, int]]:
+        return [(n, c) for n in self._nodes if (c := self._free.free_in_node(n)) > 0]
+
     def tightest_node(self, n_gpus: int) -> int | None:
         counted = [(c, n) for n in self._nodes if (c := self._free.free_in_node(n)) >= max(n_gpus, 1)]
         return min(counted)[1] if counted else None

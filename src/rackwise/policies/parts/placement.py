@@ -70,19 +70,21 @@ def consolidated(free: FreeGpus, n_gpus: int, rng: np.random.Generator) -> tuple
         node = free.tightest_node(n_gpus)
         if node is not None:
             return tuple(free.free_gpu_ids(node)[:n_gpus])
-    counts = free.free_counts()
+    counts: list[int] | None = None  # read once, when a rack first qualifies
     best: list[int] | None = None
     fewest_possible = -(-n_gpus // topology.max_gpus_per_node)
     for rack, rack_nodes in enumerate(topology.rack_nodes):
         if free.free_in_rack(rack) < n_gpus:
             continue
+        if counts is None:
+            counts = free.free_counts()
         nodes = _fewest_of([(-counts[n], n) for n in rack_nodes if counts[n] > 0], n_gpus)
         if nodes is not None and (best is None or len(nodes) < len(best)):
             best = nodes
             if len(best) == fewest_possible:  # no later rack can do better
                 break
     if best is None:
-        best = _fewest_of([(-count, n) for n, count in enumerate(counts) if count > 0], n_gpus)
+        best = _fewest_of([(-count, n) for n, count in free.free_nodes()], n_gpus)
     return None if best is None else gpus_from(free, best, n_gpus)
 
 
