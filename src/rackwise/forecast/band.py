@@ -20,7 +20,7 @@ import numpy as np
 
 from rackwise.errors import InputError, MissingExtraError
 from rackwise.forecast.durations import ratios_for, sample_total_s
-from rackwise.forecast.forward import Forecast, done_s, forward
+from rackwise.forecast.forward import Forecast, done_s, forecast_ids, forward, start_finish_s
 from rackwise.forecast.snapshot import ClusterSnapshot
 from rackwise.workload.job import Job
 from rackwise.workload.synthetic import WorkloadModel
@@ -100,17 +100,13 @@ def sampled_durations(snapshot: ClusterSnapshot, rng: np.random.Generator,
 
 
 def one_sample(snapshot: ClusterSnapshot, seed: int, index: int, n_samples: int,
-               arrivals: ArrivalModel | None, fresh_policy: bool) -> dict[str, tuple[float, float]]:
-    """(start, finish) of every job in sample ``index`` (inf where there is none)."""
+               arrivals: ArrivalModel | None, fresh_policy: bool) -> np.ndarray:
+    """(start, finish) of every job in sample ``index``, in `forecast_ids` order (inf: none)."""
     rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(n_samples)[index])
     durations = sampled_durations(snapshot, rng)
     extra = arrivals.draw(snapshot.taken_at_s, rng) if arrivals is not None else []
-    forecast = forward(snapshot, seed=seed, durations_s=durations, extra_arrivals=extra,
-                       fresh_policy=fresh_policy)
-    inf = math.inf
-    return {r.job_id: (r.start_s if r.start_s is not None else inf,
-                       r.finish_s if r.finish_s is not None else inf)
-            for r in forecast.jobs if not r.job_id.startswith("~")}
+    return start_finish_s(snapshot, seed=seed, durations_s=durations, extra_arrivals=extra,
+                          fresh_policy=fresh_policy)
 
 
 _WORKER_SNAPSHOT: ClusterSnapshot | None = None
@@ -121,7 +117,7 @@ def _init_worker(snapshot: ClusterSnapshot) -> None:
     _WORKER_SNAPSHOT = snapshot
 
 
-def _worker(args: tuple[int, int, int, ArrivalModel | None, bool]) -> dict[str, tuple[float, float]]:
+def _worker(args: tuple[int, int, int, ArrivalModel | None, bool]) -> np.ndarray:
     seed, index, n, arrivals, fresh = args
     assert _WORKER_SNAPSHOT is not None
     return one_sample(_WORKER_SNAPSHOT, seed, index, n, arrivals, fresh)
@@ -151,15 +147,16 @@ def band(snapshot: ClusterSnapshot, *, n_samples: int = 100, seed: int = 0,
         if workers <= 1 or n_samples == 1:
             results = [one_sample(snapshot, *t[:2], n_samples, *t[3:]) for t in tasks]
         else:
+            # One sample per task: samples differ in length, and chunks of them left
+            # one worker running alone at the end.
             with ProcessPoolExecutor(max_workers=min(workers, n_samples), initializer=_init_worker,
                                      initargs=(snapshot,)) as pool:
-                results = list(pool.map(_worker, tasks, chunksize=max(1, n_samples // (4 * workers))))
-    return summarize(results)
+                results = list(pool.map(_worker, tasks))
+    return summarize(forecast_ids(snapshot), results)
 
 
 def _run_ray(snapshot: ClusterSnapshot,
-             tasks: Sequence[tuple[int, int, int, ArrivalModel | None, bool]]
-             ) -> list[dict[str, tuple[float, float]]]:
+             tasks: Sequence[tuple[int, int, int, ArrivalModel | None, bool]]) -> list[np.ndarray]:
     try:
         import ray
     except ImportError:
@@ -171,17 +168,16 @@ def _run_ray(snapshot: ClusterSnapshot,
     return list(ray.get([remote.remote(shared, s, k, n, a, f) for s, k, n, a, f in tasks]))
 
 
-def summarize(results: Sequence[dict[str, tuple[float, float]]]) -> list[JobBand]:
-    """Per-job percentiles over samples (a job missing from a sample counts as never)."""
-    ids = sorted({job_id for sample in results for job_id in sample})
-    never = (math.inf, math.inf)
-    # (job, sample, start|finish): one percentile call for every job at once.
-    pairs = np.array([[sample.get(job_id, never) for sample in results] for job_id in ids])
-    if not ids:
+def summarize(job_ids: Sequence[str], samples: Sequence[np.ndarray]) -> list[JobBand]:
+    """Per-job percentiles over samples, ordered by job id.
+
+    ``samples[k][j]`` is (start, finish) of ``job_ids[j]`` in sample k (inf: never).
+    """
+    if not job_ids:
         return []
-    cuts = np.percentile(pairs, QUANTILES, axis=1, method="inverted_cdf")  # (quantile, job, 2)
-    return [JobBand(job_id, tuple(cuts[:, j, 0].tolist()), tuple(cuts[:, j, 1].tolist()))  # type: ignore[arg-type]
-            for j, job_id in enumerate(ids)]
+    cuts = np.percentile(np.stack(samples), QUANTILES, axis=0, method="inverted_cdf")  # (q, job, 2)
+    return [JobBand(job_ids[j], tuple(cuts[:, j, 0].tolist()), tuple(cuts[:, j, 1].tolist()))  # type: ignore[arg-type]
+            for j in sorted(range(len(job_ids)), key=job_ids.__getitem__)]
 
 
 def forecast_with_band(snapshot: ClusterSnapshot, *, n_samples: int, seed: int = 0,

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 
 from rackwise.backends.base import policy_rng
 from rackwise.cluster.view import ClusterView
@@ -148,21 +149,75 @@ def forward(snapshot: ClusterSnapshot, *, seed: int = 0,
         The forecast for every running, pending and arriving job, ordered
         by predicted start (never-starting jobs last), then id.
     """
+    run = _simulate(snapshot, seed, durations_s, extra_arrivals, fresh_policy, perf, policy_copy)
+    return Forecast(snapshot.taken_at_s, snapshot.policy_name,
+                    _rows(snapshot, run.sim, run.log, run.running, run.pending, run.arrivals),
+                    run.sim.n_steps, wallclock.perf_counter() - run.started)
+
+
+def start_finish_s(snapshot: ClusterSnapshot, *, seed: int = 0,
+                   durations_s: Mapping[str, float] | None = None,
+                   extra_arrivals: Sequence[Job] = (), fresh_policy: bool = False) -> np.ndarray:
+    """`forward`'s start and finish times alone, in `forecast_ids` order (inf: none).
+
+    One row per job, columns (start, finish): what a band sample needs,
+    without the per-job records a point forecast prints.
+    """
+    run = _simulate(snapshot, seed, durations_s, extra_arrivals, fresh_policy, None, None)
+    finished, starts = run.sim.finished, run.log.starts
+    times = np.full((len(run.running) + len(run.pending) + len(snapshot.arrivals), 2), INF)
+    row = 0
+    for state in run.running:
+        job_id = state.job_id
+        times[row, 0] = state.run_start
+        if job_id in finished:
+            times[row, 1] = finished[job_id].finish_time
+        row += 1
+    for job_id in (*(state.job_id for state in run.pending), *(job.job_id for job in snapshot.arrivals)):
+        if job_id in starts:
+            times[row, 0] = starts[job_id][0]
+        if job_id in finished:
+            times[row, 1] = finished[job_id].finish_time
+        row += 1
+    return times
+
+
+def forecast_ids(snapshot: ClusterSnapshot) -> list[str]:
+    """The snapshot's jobs in the row order of `start_finish_s`: running, pending, arriving."""
+    return [*(state.job_id for state in (*snapshot.running, *snapshot.pending)),
+            *(job.job_id for job in snapshot.arrivals)]
+
+
+@dataclass
+class _Run:
+    """A finished forward run and the job states it started from."""
+
+    sim: Simulator
+    log: _StartLog
+    running: list[JobState]
+    pending: list[JobState]
+    arrivals: list[Job]
+    started: float
+
+
+def _simulate(snapshot: ClusterSnapshot, seed: int, durations_s: Mapping[str, float] | None,
+              extra_arrivals: Sequence[Job], fresh_policy: bool, perf: PerfModel | None,
+              policy_copy: Any) -> _Run:
     if policy_copy is None and (fresh_policy or snapshot.policy_state is None):
         # A fresh policy hears of every job it finds, running or pending, as an
         # arrival: what a restarted driver loop does (`rackwise.backends.base.serve`).
         try:
-            return _forward(snapshot, seed, durations_s, extra_arrivals, True, perf, None)
+            return _run(snapshot, seed, durations_s, extra_arrivals, True, perf, None)
         except (KeyError, InvalidDecisionError) as error:
             raise InputError(f"policy '{snapshot.policy_name}' cannot start from a cluster "
                              f"with jobs already running ({error}); use a snapshot with its "
                              f"live state", field="policy") from None
-    return _forward(snapshot, seed, durations_s, extra_arrivals, fresh_policy, perf, policy_copy)
+    return _run(snapshot, seed, durations_s, extra_arrivals, fresh_policy, perf, policy_copy)
 
 
-def _forward(snapshot: ClusterSnapshot, seed: int, durations_s: Mapping[str, float] | None,
-             extra_arrivals: Sequence[Job], fresh_policy: bool, perf: PerfModel | None,
-             policy_copy: Any) -> Forecast:
+def _run(snapshot: ClusterSnapshot, seed: int, durations_s: Mapping[str, float] | None,
+         extra_arrivals: Sequence[Job], fresh_policy: bool, perf: PerfModel | None,
+         policy_copy: Any) -> _Run:
     started = wallclock.perf_counter()
     now = snapshot.taken_at_s
     predicted = dict(snapshot.predicted_duration_s)
@@ -200,8 +255,7 @@ def _forward(snapshot: ClusterSnapshot, seed: int, durations_s: Mapping[str, flo
         for state in (*running, *pending):
             inner.on_arrival(state.job, now)
     _drive(sim)
-    return Forecast(now, snapshot.policy_name, _rows(snapshot, sim, log, running, pending, arrivals),
-                    sim.n_steps, wallclock.perf_counter() - started)
+    return _Run(sim, log, running, pending, arrivals, started)
 
 
 def _drive(sim: Simulator) -> None:

@@ -99,6 +99,7 @@ class RankedQueue:
     def __init__(self) -> None:
         self.buckets: dict[int, list[tuple[object, ...]]] = {}  # by GPU count, ascending
         self._where: dict[str, tuple[int, tuple[object, ...]]] = {}
+        self._best: tuple[object, ...] | None = None  # cached best key; None when unknown or empty
 
     def __len__(self) -> int:
         return len(self._where)
@@ -116,6 +117,8 @@ class RankedQueue:
             self.buckets = dict(sorted(self.buckets.items()))
         insort(bucket, key)
         self._where[job_id] = (n_gpus, key)
+        if self._best is not None and key < self._best:  # type: ignore[operator]
+            self._best = key
 
     def discard(self, job_id: str) -> None:
         """Drop a job if it is queued."""
@@ -127,13 +130,17 @@ class RankedQueue:
         del bucket[bisect_left(bucket, key)]
         if not bucket:
             del self.buckets[n_gpus]
+        if key == self._best:
+            self._best = None
 
     def key_of(self, job_id: str) -> tuple[object, ...]:
         return self._where[job_id][1]
 
     def best_key(self) -> tuple[object, ...] | None:
         """The key of the best-ranked job, or None when empty."""
-        return min([bucket[0] for bucket in self.buckets.values()], default=None)
+        if self._best is None:
+            self._best = min([bucket[0] for bucket in self.buckets.values()], default=None)
+        return self._best
 
     def fewest_gpus(self) -> int | None:
         """The smallest GPU count asked for, or None when empty."""
