@@ -68,13 +68,6 @@ class _Bridge(BasePolicy):
         self.core.queues[agent_of(job, self.core.config.n_agents)].append(job)
 
 
-class _Sim(Simulator):
-    def commit(self, decisions: Decisions) -> None:
-        # NOTE: the engine applies decisions only from inside `step()`; agents decide
-        # between steps, at the same instant, so their starts go through the same checks here.
-        self._apply(decisions, self.now, set())
-
-
 @dataclass
 class StepInfo:
     cost_s: float = 0.0  # job-seconds spent in the system since the last decision point
@@ -93,7 +86,7 @@ class SchedulingCore:
         self.config = config
         self.predictor = predictor
         self.queues: list[list[Job]] = [[] for _ in range(config.n_agents)]
-        self.sim = _Sim(topology, jobs, _Bridge(self), perf=perf, seed=seed)
+        self.sim = Simulator(topology, jobs, _Bridge(self), perf=perf, seed=seed)
         self.sim.policy.reset(self.sim.view, np.random.default_rng(seed))
         self.rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(3)[2])
         self.index = GraphIndex.of(topology)
@@ -157,7 +150,9 @@ class SchedulingCore:
                 continue
             if self.config.shaping_coef > 0 and self.predictor is not None:
                 info.shaping_s += self.config.shaping_coef * self._predicted_extra_s(head, action)
-            self.sim.commit(Decisions(start=(Start(head.job_id, gpus),)))
+            # Agents decide between engine steps, at the same instant: `apply` puts their
+            # starts through the engine's usual checks.
+            self.sim.apply(Decisions(start=(Start(head.job_id, gpus),)))
             self.queues[agent].pop(0)
             info.placed.append(head.job_id)
         self.n_decisions += len(actions)
