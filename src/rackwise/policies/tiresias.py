@@ -87,6 +87,7 @@ class Tiresias(BasePolicy):
         self.pending_ = RankedQueue()
         self.running_: list[Key] = []  # sorted
         self.running_gpus_: list[int] = []  # GPU counts, in the order of running_
+        self.running_total_ = 0  # their sum
         self.demote_at_: dict[str, float] = {}
         self.promote_at_: dict[str, float] = {}
         # Heaps of (instant, job id); an entry is live while the table above agrees.
@@ -152,7 +153,7 @@ class Tiresias(BasePolicy):
             return Decisions(wake_at=self._next_wake())
 
         decisions = preempt_ranked(view, self.running_, self.running_gpus_, self.pending_,
-                                   get_placement(self.placement), self.rng_)
+                                   get_placement(self.placement), self.rng_, self.running_total_)
         if not decisions.start:
             return Decisions(wake_at=self._next_wake())
         for job_id in decisions.preempt:
@@ -259,12 +260,13 @@ class Tiresias(BasePolicy):
         index = bisect_left(self.running_, key)
         self.running_.insert(index, key)
         self.running_gpus_.insert(index, n_gpus)
+        self.running_total_ += n_gpus
 
     def _drop_running(self, key: Key) -> None:
         index = bisect_left(self.running_, key)
         if index < len(self.running_) and self.running_[index] == key:
             del self.running_[index]
-            del self.running_gpus_[index]
+            self.running_total_ -= self.running_gpus_.pop(index)
 
     def _next_wake(self) -> float | None:
         demote = _earliest_live(self.demote_heap_, self.demote_at_) if self._demotions_matter() else math.inf

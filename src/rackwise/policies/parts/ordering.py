@@ -208,15 +208,22 @@ def start_ranked(view: ClusterView, queue: RankedQueue, place: Placement,
 
 
 def _pass_running(running_gpus: Sequence[int], index: int, end: int, capacity: int,
-                  misfits: list[int]) -> int:
-    """Pass running jobs ``index..end-1`` in rank order; return the capacity left.
+                  misfits: list[int], left: int) -> tuple[int, int]:
+    """Pass running jobs ``index..end-1`` in rank order.
 
-    Each job that fits in the capacity left keeps its GPUs; each one that
-    does not is appended to ``misfits`` (by position).
+    ``left`` is the GPU count of running jobs ``index`` onwards. Each job
+    that fits in the capacity left keeps its GPUs; each one that does not is
+    appended to ``misfits`` (by position). Returns the capacity and ``left``
+    after them.
     """
-    run = sum(running_gpus[index:end])
+    # Sum the shorter side: the passed jobs, or those after them.
+    if end - index <= len(running_gpus) - end:
+        run = sum(running_gpus[index:end])
+    else:
+        run = left - sum(running_gpus[end:])
+    left -= run
     if run <= capacity:
-        return capacity - run
+        return capacity - run, left
     # Jobs keep their GPUs from the front until the running total passes the capacity.
     # Find that first misfit from the back: the excess is usually a job or two.
     first_misfit, tail = end, 0
@@ -230,17 +237,18 @@ def _pass_running(running_gpus: Sequence[int], index: int, end: int, capacity: i
             capacity -= running_gpus[position]
         else:
             misfits.append(position)
-    return capacity
+    return capacity, left
 
 
 def preempt_ranked(view: ClusterView, running_keys: Sequence[tuple[object, ...]],
                    running_gpus: Sequence[int], queue: RankedQueue, place: Placement,
-                   rng: np.random.Generator) -> Decisions:
+                   rng: np.random.Generator, running_total: int | None = None) -> Decisions:
     """`preempt_to_order` for ranks given as keys, at a cost that does not grow with the queue.
 
     ``running_keys`` ranks every running job (sorted, best first, each key
     ending with the job id) and ``running_gpus`` gives their GPU counts in
-    the same order; ``queue`` holds every pending job. The decisions are
+    the same order (``running_total`` is their sum, if the caller keeps
+    it); ``queue`` holds every pending job. The decisions are
     those `preempt_to_order` returns for the merged order of all of them,
     but a call visits only the pending jobs it starts and the running jobs
     that do not fit.
@@ -257,13 +265,14 @@ def preempt_ranked(view: ClusterView, running_keys: Sequence[tuple[object, ...]]
     targets: list[JobState] = []
     misfits: list[int] = []  # running jobs ranked inside the target that do not fit in it
     index = 0  # running jobs before it have been passed
+    left = sum(running_gpus) if running_total is None else running_total  # GPUs of those not passed
     while capacity > 0:
         # Every pending job ranked before `found` is too large for the capacity left,
         # and capacity only shrinks, so the running jobs up to `found` come next.
         found = cursor.head(capacity)
         end = n_running if found is None else bisect_left(running_keys, found[1], index)
         if index < end:
-            capacity = _pass_running(running_gpus, index, end, capacity, misfits)
+            capacity, left = _pass_running(running_gpus, index, end, capacity, misfits, left)
             index = end
         if found is None or capacity == 0:
             break
