@@ -8,26 +8,57 @@ default, and should not be read as the published algorithm.
 
 On top of the delay-scheduling engine (`rackwise.policies.consolidation`)
 each job gets a sensitivity class from its slowdown when spread, and the
-class sets its timers and its right to evict less sensitive jobs.
+class sets its timers and its right to evict less sensitive jobs. Options:
+timers from the break-even rule (wait at most a fraction of what the tighter
+level saves) instead of a fixed table, and re-consolidation (running jobs
+move to a tighter slot when one opens and the move pays back; digest §3.2
+Variant B).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import numpy as np
 
 from rackwise.cluster.allocation import TentativeAllocation
 from rackwise.cluster.view import ClusterView
+from rackwise.policies.base import Decisions, Start
 from rackwise.policies.consolidation import DelayScheduler, WaitState
-from rackwise.policies.delay_tuner import TimerTuner
+from rackwise.policies.delay_tuner import ClassProfile, TimerTuner, break_even_timer
 from rackwise.policies.parts.locality import (
-    SigmaEstimator, cheapest_clearing, main_gpu_type, place_in_domain)
+    L0,
+    L1,
+    SigmaEstimator,
+    best_placement,
+    cheapest_clearing,
+    domain_gpu_ids,
+    main_gpu_type,
+    place_in_domain,
+    placement_level,
+)
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState
 
 _RANK = {"low": 0, "med": 1, "high": 2}
+_TIMED = ("med", "high")  # classes whose timers wait; ``low`` never waits (digest §3.1)
+# After a migration its old GPUs are free, but only the next pass can give them
+# to a waiting job: ask for that pass right away rather than at the next event.
+_REPASS_S = 1e-3
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One re-consolidation (a row of ``migrations_``): a running job moved to a tighter level."""
+
+    time: float
+    job_id: str
+    from_level: int
+    to_level: int
+    gain_s: float  # remaining iterations x the iteration time saved
+    restart_s: float  # what the move costs the job
 
 
 @dataclass(kw_only=True)
@@ -39,7 +70,19 @@ class Dally(DelayScheduler):
 
     Args:
         timer_low_s, timer_med_s, timer_high_s: Seconds a job of the class waits
-            at L0 and then at L1 before relaxing one level.
+            at L0 and then at L1 before relaxing one level (with
+            ``initial_timers="break-even"``, the med/high values hold only
+            until a job of the class has been seen).
+        initial_timers: ``"table"`` (default): the ``timer_*_s`` values.
+            ``"break-even"``: once a med/high job has been classified, its
+            class waits T(ℓ) = κ (σ(ℓ+1) − σ(ℓ)) D at level ℓ, σ the class's
+            median slowdowns and D its median L0 duration (of finished jobs,
+            else ``default_duration_s``), clamped to [0, ``max_timer_s``]; the
+            timers track those medians until the tuner takes the class over
+            at its next epoch end. Table is the default because break-even
+            measured no better (docs/policies/delay.md) and the published
+            dally figures use the table.
+        break_even_kappa: κ, the share of the slowdown a job may spend waiting.
         med_threshold, high_threshold: σ at L2 (slowdown against the tightest
             placement) from which a job is ``med`` or ``high``.
         fallback_l1_frac: When the perf model's rates carry no information,
@@ -56,7 +99,14 @@ class Dally(DelayScheduler):
         tune_util_high: Utilisation below which a growing queue shortens timers.
         max_timer_s: Upper bound of any tuned timer.
         seed_timer_s: Value a zero timer is re-seeded to when jobs gave up.
-        default_duration_s: Duration estimate of a class before any job of it finished.
+        default_duration_s: Duration estimate of a class before any job of it
+            finished (1,144 s, the Philly trace's median).
+        reconsolidate: Move a running job to a tighter level when a slot opens there
+            and remaining iterations x the iteration time saved exceed its
+            restart cost. A move is a preemption plus a start in one decision,
+            counts as a preemption, and needs the ``min_run_s`` and
+            ``max_preemptions`` guards a victim needs; levels only tighten.
+            Each move is logged in ``migrations_``.
     """
 
     name: ClassVar[str] = "dally"
@@ -64,6 +114,8 @@ class Dally(DelayScheduler):
     timer_low_s: tuple[float, float] = (0.0, 0.0)
     timer_med_s: tuple[float, float] = (300.0, 300.0)
     timer_high_s: tuple[float, float] = (1_800.0, 1_800.0)
+    initial_timers: Literal["break-even", "table"] = "table"
+    break_even_kappa: float = 0.5
     med_threshold: float = 0.2
     high_threshold: float = 0.5
     fallback_l1_frac: float = 0.5
@@ -80,6 +132,7 @@ class Dally(DelayScheduler):
     max_timer_s: float = 14_400.0
     seed_timer_s: float = 60.0
     default_duration_s: float = 1_144.0
+    reconsolidate: bool = False
 
     def timer_table(self) -> dict[str, tuple[float, float]]:
         return {"low": self.timer_low_s, "med": self.timer_med_s, "high": self.timer_high_s}
@@ -91,14 +144,19 @@ class Dally(DelayScheduler):
         super().reset(view, rng)
         self.sigmas_ = SigmaEstimator(main_gpu_type(view.topology), self.fallback_l1_frac)
         self.sigma_of_: dict[str, float] = {}
+        self.profile_ = ClassProfile(_TIMED, self.default_duration_s)
+        # classes whose timers follow the break-even rule (until the tuner takes them over)
+        self.break_even_ = set(_TIMED) if self.initial_timers == "break-even" else set()
+        self.profile_moved_ = False
+        self.migrations_: list[Migration] = []
         if self.autotune:
             rule = {"step": self.tune_step, "hindsight_frac": self.tune_hindsight_frac,
                     "util_high": self.tune_util_high, "max_timer_s": self.max_timer_s,
                     "seed_timer_s": self.seed_timer_s}
             self.tuner_ = TimerTuner(
-                classes=("med", "high"), every_s=self.tune_every_s,
+                classes=_TIMED, every_s=self.tune_every_s,
                 every_starts=self.tune_every_starts, default_duration_s=self.default_duration_s,
-                n_gpus=view.topology.n_gpus, rule=rule)
+                n_gpus=view.topology.n_gpus, rule=rule, profile=self.profile_)
             self.timer_log_ = self.tuner_.log
 
     def sigma(self, view: ClusterView, job: Job) -> tuple[float, float, float]:
@@ -110,13 +168,102 @@ class Dally(DelayScheduler):
         self.sigma_of_[job.job_id] = sigma[2]
         cls = ("low" if sigma[2] < self.med_threshold else
                "med" if sigma[2] < self.high_threshold else "high")
-        if self.tuner_ is not None:
-            self.tuner_.note_sigma(cls, sigma)
+        self.profile_.note_sigma(cls, sigma)
+        self.profile_moved_ = True
         return cls
 
     def on_completion(self, job: Job, now: float) -> None:
-        super().on_completion(job, now)
+        cls = self.class_of_.get(job.job_id)
+        super().on_completion(job, now)  # tells the tuner, which shares the profile
+        if self.tuner_ is None and cls is not None:
+            self.profile_.note_finish(cls, job.duration_s)
+        self.profile_moved_ = True
         self.sigma_of_.pop(job.job_id, None)
+
+    # ------------------------------------------------------------------ pass
+    def schedule(self, view: ClusterView, now: float) -> Decisions:
+        tuner = self.tuner_
+        epochs = tuner.n_epochs if tuner is not None else 0
+        if self.break_even_:
+            # classify new arrivals first, so their timers are already break-even ones
+            for job_id in sorted(view.pending.keys() - self.waits_.keys()):
+                self.class_of(view, view.pending[job_id].job)
+            if self.profile_moved_:
+                self.profile_moved_ = False
+                self._set_break_even_timers()
+        decisions = super().schedule(view, now)
+        if tuner is not None and tuner.n_epochs > epochs:
+            # an epoch ended: from here the tuner moves the timers of every class it has seen
+            self.break_even_ -= {c for c in _TIMED if self.profile_.seen(c)}
+        if self.reconsolidate:
+            decisions = self._reconsolidate(view, now, decisions)
+        return decisions
+
+    def _set_break_even_timers(self) -> None:
+        """Break-even timers for the classes that follow them; deadlines follow any change."""
+        changed = False
+        for cls in sorted(self.break_even_):
+            if not self.profile_.seen(cls):
+                continue  # no profile yet: the table value stands
+            timers = [break_even_timer(self.profile_.gain_s(cls, level),
+                                       kappa=self.break_even_kappa, max_timer_s=self.max_timer_s)
+                      for level in (L0, L1)]
+            if timers != self.timers_[cls]:
+                self.timers_[cls] = timers
+                changed = True
+        if changed:
+            self.deadlines_ = []
+            for job_id in sorted(self.waits_):
+                self._push_deadline(job_id, self.waits_[job_id])
+
+    def _reconsolidate(self, view: ClusterView, now: float, decided: Decisions) -> Decisions:
+        """Add to ``decided`` the moves of running jobs to tighter slots that pay back.
+
+        Only GPUs the pass left free (and no reserved ones) are used, so a
+        waiting job always goes before a move. Jobs that gain the most move
+        first; a job may reuse its own GPUs in its new placement.
+        """
+        free = view.tentative()
+        for job_id in decided.preempt:
+            free.give(view.running[job_id].gpu_ids)
+        for start in decided.start:
+            free.take(start.gpu_ids)
+        for wait in self.waits_.values():
+            if wait.reserved is not None:
+                free.take([g for g in domain_gpu_ids(view.topology, wait.target, wait.reserved)
+                           if free.is_free(g)])
+        if free.n_free == 0:
+            return decided
+        evicted = set(decided.preempt)
+        wake_at = decided.wake_at if decided.wake_at is not None else math.inf
+        ranked: list[tuple[tuple[float, str], JobState]] = []
+        for job_id, state in sorted(view.running.items()):
+            # a victim's guards against thrashing; as levels only tighten, a job moves at most twice
+            if job_id in evicted or state.copies != 1 or state.n_preemptions >= self.max_preemptions:
+                continue
+            found = self._move(view, free, state, now)
+            if found is None:
+                continue
+            ready_at = state.run_start + self.min_run_s  # also lets a restore finish first
+            if now < ready_at:
+                wake_at = min(wake_at, ready_at)  # no event may come then: ask to look again
+                continue
+            ranked.append(((-found[0].gain_s, job_id), state))
+        moves: list[Start] = []
+        for _, state in sorted(ranked):
+            found = self._move(view, free, state, now)  # earlier moves changed what is free
+            if found is None:
+                continue
+            migration, gpus = found
+            free.give(state.gpu_ids)
+            free.take(gpus)
+            moves.append(Start(state.job_id, gpus))
+            self.migrations_.append(migration)
+        if moves and len(view.pending) + len(decided.preempt) > len(decided.start):
+            wake_at = min(wake_at, now + _REPASS_S)  # someone waits: offer it the GPUs just left
+        return Decisions(start=decided.start + tuple(moves),
+                         preempt=decided.preempt + tuple(m.job_id for m in moves),
+                         wake_at=wake_at if wake_at < math.inf else None, unplaced=decided.unplaced)
 
     def try_preempt(self, view: ClusterView, free: TentativeAllocation, state: JobState,
                     wait: WaitState, now: float, victims: list[str]) -> tuple[int, ...] | None:
@@ -136,6 +283,31 @@ class Dally(DelayScheduler):
             free.give(view.running[job_id].gpu_ids)
             victims.append(job_id)
         return place_in_domain(free, n_gpus, level, best[2])
+
+    def _move(self, view: ClusterView, free: TentativeAllocation, state: JobState,
+              now: float) -> tuple[Migration, tuple[int, ...]] | None:
+        """A tighter placement for the job on ``free`` (its own GPUs count), if it pays back.
+
+        Returns None unless remaining iterations x the iteration time saved
+        exceed the job's restart cost.
+        """
+        level = placement_level(view.topology, state.gpu_ids)
+        if level == L0:
+            return None
+        free.give(state.gpu_ids)
+        gpus = best_placement(free, state.n_gpus, level - 1)
+        free.take(state.gpu_ids)
+        if gpus is None:
+            return None
+        rate_now, rate_new = view.rate_on(state, state.gpu_ids), view.rate_on(state, gpus)
+        if not rate_new > rate_now > 0.0:
+            return None
+        gain_s = state.remaining_iters(now) * (1.0 / rate_now - 1.0 / rate_new)
+        restart_s = view.perf.restart_overhead_s(state.job)
+        if gain_s <= restart_s:
+            return None
+        to_level = placement_level(view.topology, gpus)
+        return Migration(now, state.job_id, level, to_level, gain_s, restart_s), gpus
 
     def _may_evict(self, view: ClusterView, other: JobState, rank: int, now: float) -> bool:
         # a run of at least min_run_s also covers "not itself started by a recent preemption"

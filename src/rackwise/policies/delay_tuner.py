@@ -10,10 +10,15 @@ hindsight times of jobs that gave up on a level (how long until a slot at
 that level did appear), waits of jobs that won the level, the gain a won
 wait buys, the queue trend and the GPU utilisation. At the end of the epoch
 `tune_timer` moves each timer up or down by a bounded factor.
+
+`ClassProfile` is what the policy knows of each class (σ of its jobs, L0
+durations of the finished ones); the tuner's gain and the break-even
+initial timers (`break_even_timer`) are both read from it.
 """
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +40,16 @@ class TimerUpdate:
     old_s: float
     new_s: float
     reason: str
+
+
+def break_even_timer(gain_s: float, *, kappa: float = 0.5, max_timer_s: float = 14_400.0) -> float:
+    """Seconds worth waiting for a level: ``kappa`` x the slowdown it avoids, in [0, max_timer_s].
+
+    ``gain_s`` is (σ(ℓ+1) − σ(ℓ)) x D: what a job of the class loses by
+    taking the next looser level instead. Waiting longer than a fraction of
+    that cannot pay back, so the timer is that fraction (digest §3.1).
+    """
+    return min(max(kappa * gain_s, 0.0), max_timer_s)
 
 
 def tune_timer(timer_s: float, *, hindsight_s: Sequence[float], won_wait_s: Sequence[float],
@@ -62,6 +77,58 @@ def tune_timer(timer_s: float, *, hindsight_s: Sequence[float], won_wait_s: Sequ
     return new, reason
 
 
+def _median(sorted_values: list[float]) -> float:
+    n = len(sorted_values)
+    mid = n // 2
+    return sorted_values[mid] if n % 2 else (sorted_values[mid - 1] + sorted_values[mid]) / 2.0
+
+
+class ClassProfile:
+    """Per sensitivity class: σ at each level of every job seen, L0 durations of finished ones.
+
+    Values are kept sorted, so a median costs O(1) however many jobs came
+    by (the break-even timers read it at every pass while they track it).
+
+    Args:
+        classes: The classes profiled; notes about any other are ignored.
+        default_duration_s: D of a class before any job of it finished.
+    """
+
+    def __init__(self, classes: tuple[str, ...], default_duration_s: float) -> None:
+        self.classes = classes
+        self.default_duration_s = default_duration_s
+        self.sigmas: dict[str, tuple[list[float], list[float], list[float]]] = {
+            c: ([], [], []) for c in classes}
+        self.durations: dict[str, list[float]] = {c: [] for c in classes}
+
+    def note_sigma(self, cls: str, sigma: tuple[float, float, float]) -> None:
+        levels = self.sigmas.get(cls)
+        if levels is not None:
+            for values, value in zip(levels, sigma, strict=True):
+                bisect.insort(values, value)
+
+    def note_finish(self, cls: str, duration_s: float) -> None:
+        if cls in self.durations:
+            bisect.insort(self.durations[cls], duration_s)
+
+    def seen(self, cls: str) -> bool:
+        """Whether a job of the class has been classified (its σ is known)."""
+        levels = self.sigmas.get(cls)
+        return levels is not None and bool(levels[0])
+
+    def duration_s(self, cls: str) -> float:
+        """D: median L0 duration of the class's finished jobs, else the default."""
+        durations = self.durations[cls]
+        return _median(durations) if durations else self.default_duration_s
+
+    def gain_s(self, cls: str, level: int) -> float:
+        """Slowdown one job of the class avoids by waiting at ``level``, in seconds."""
+        levels = self.sigmas[cls]
+        if not levels[0]:
+            return 0.0
+        return (_median(levels[level + 1]) - _median(levels[level])) * self.duration_s(cls)
+
+
 class TimerTuner:
     """Run state of the auto-tuner: epoch signals and the log of updates.
 
@@ -72,19 +139,21 @@ class TimerTuner:
         default_duration_s: Duration estimate of a class before any job of it finished.
         n_gpus: Cluster size, for utilisation.
         rule: Keyword arguments passed on to `tune_timer`.
+        profile: The class profile to read gains from (shared with the policy);
+            a new one over ``classes`` if None.
     """
 
     def __init__(self, *, classes: tuple[str, ...], every_s: float, every_starts: int,
-                 default_duration_s: float, n_gpus: int, rule: dict[str, float]) -> None:
+                 default_duration_s: float, n_gpus: int, rule: dict[str, float],
+                 profile: ClassProfile | None = None) -> None:
         self.classes = classes
         self.every_s = every_s
         self.every_starts = every_starts
-        self.default_duration_s = default_duration_s
         self.n_gpus = n_gpus
         self.rule = rule
         self.log: list[TimerUpdate] = []
-        self.sigmas: dict[str, list[tuple[float, float, float]]] = {c: [] for c in classes}
-        self.durations: dict[str, list[float]] = {c: [] for c in classes}
+        self.profile = profile if profile is not None else ClassProfile(classes, default_duration_s)
+        self.n_epochs = 0  # epochs ended so far
         # (n_gpus, level, relaxed_at, class) of jobs that gave up, until a slot appears
         self.watchers: list[tuple[int, int, float, str]] = []
         self.epoch_start: float | None = None
@@ -102,24 +171,22 @@ class TimerTuner:
 
     # ------------------------------------------------------------------ signals
     def tuned(self, cls: str) -> bool:
-        return cls in self.sigmas
+        return cls in self.classes
 
     def note_sigma(self, cls: str, sigma: tuple[float, float, float]) -> None:
-        if cls in self.sigmas:
-            self.sigmas[cls].append(sigma)
+        self.profile.note_sigma(cls, sigma)
 
     def note_finish(self, cls: str, duration_s: float) -> None:
-        if cls in self.durations:
-            self.durations[cls].append(duration_s)
+        self.profile.note_finish(cls, duration_s)
 
     def note_relax(self, cls: str, level: int, n_gpus: int, now: float) -> None:
-        if cls in self.sigmas:
+        if cls in self.classes:
             self.watchers.append((n_gpus, level, now, cls))
 
     def note_start(self, cls: str, level: int | None, wait_s: float) -> None:
         """A job started; ``level`` is set when it won the level it waited for."""
         self.n_starts += 1
-        if level is not None and wait_s > 0.0 and cls in self.sigmas:
+        if level is not None and wait_s > 0.0 and cls in self.classes:
             self.won[(cls, level)].append(wait_s)
 
     def observe(self, view: ClusterView, now: float) -> None:
@@ -163,14 +230,7 @@ class TimerTuner:
 
     def gain_s(self, cls: str, level: int) -> float:
         """Slowdown one job of the class avoids by waiting at ``level``, in seconds."""
-        sigmas = self.sigmas[cls]
-        if not sigmas:
-            return 0.0
-        durations = self.durations[cls]
-        duration = statistics.median(durations) if durations else self.default_duration_s
-        delta = (statistics.median(s[level + 1] for s in sigmas)
-                 - statistics.median(s[level] for s in sigmas))
-        return delta * duration
+        return self.profile.gain_s(cls, level)
 
     def tune(self, now: float, timers: dict[str, list[float]], queue_len: int) -> None:
         """End the epoch: update the timers in place and log each change."""
@@ -190,4 +250,5 @@ class TimerTuner:
                     timers[cls][level] = new
                     self.log.append(TimerUpdate(now, cls, level, old, new, reason))
         self.epoch_start, self.queue_at_start = now, queue_len
+        self.n_epochs += 1
         self._new_epoch()
