@@ -66,20 +66,22 @@ class JobBand:
     finish_s: tuple[float, float, float]
 
 
-# Prediction errors of jobs in one cluster move together (a busy week, a new
-# model version); drawn independently they cancel along a queue and the band
-# comes out far too narrow. Each sample shares this much of its error.
-ERROR_CORRELATION = 0.5
-
-
 def sampled_durations(snapshot: ClusterSnapshot, rng: np.random.Generator,
-                      correlation: float = ERROR_CORRELATION) -> dict[str, float]:
+                      correlation: float | None = None) -> dict[str, float]:
     """One draw of every job's total duration.
 
     The quantiles drawn follow a Gaussian copula: every job's normal score is
-    ``sqrt(correlation) * common + sqrt(1 - correlation) * own``.
+    ``sqrt(correlation) * common + sqrt(1 - correlation) * own``. Prediction
+    errors of jobs in one cluster move together (a busy week, a new model
+    version); drawn independently they cancel along a queue and the band comes
+    out far too narrow. ``correlation`` defaults to the snapshot's
+    ``error_correlation``, fitted on the cluster's finished jobs
+    (`durations.error_correlation`; 0.5 where there were too few).
     """
     from scipy.special import ndtr
+
+    if correlation is None:
+        correlation = snapshot.error_correlation
 
     now = snapshot.taken_at_s
     error = snapshot.duration_error

@@ -10,6 +10,10 @@ median) predict, and their own errors on the history are the distribution.
 
 Errors are kept as actual/predicted ratios per job group; key ``""`` pools
 every group. Sampling a duration is ``prediction x ratio``.
+
+How much of the error jobs share (`error_correlation`) is measured on the
+same finished jobs: jobs that finished close together are more often all
+too long, or all too short, than jobs far apart.
 """
 
 from __future__ import annotations
@@ -18,7 +22,11 @@ import importlib.util
 import math
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
+import numpy as np
+
+from rackwise.forecast.snapshot import DEFAULT_ERROR_CORRELATION
 from rackwise.policies.parts.predictor import IterationPredictor
 from rackwise.workload.job import Job
 
@@ -27,10 +35,29 @@ HOLDOUT_FRAC = 0.3  # newest share of the history that measures the forest's err
 MAX_RATIOS = 2_000  # ratios kept per group (the newest)
 N_TREES = 50
 ALL = ""
+WINDOW_JOBS = 50  # consecutive finished jobs that form one window of the correlation estimate
+MIN_CORRELATION_JOBS = 50  # fewer measured errors: the correlation falls back to the default
+MAX_CORRELATION = 0.95  # a band needs some error of each job's own
 
 
 def sklearn_available() -> bool:
     return importlib.util.find_spec("sklearn") is not None
+
+
+@dataclass(frozen=True)
+class FittedDurations:
+    """Predicted durations and the predictor's errors on finished jobs.
+
+    Attributes:
+        predicted_s: Predicted duration of each target job, by id.
+        duration_error: Sorted actual/predicted ratios by group (``""``: all).
+        error_correlation: Share of the error that jobs finishing together
+            have in common (see `error_correlation`).
+    """
+
+    predicted_s: dict[str, float]
+    duration_error: dict[str, tuple[float, ...]]
+    error_correlation: float
 
 
 def predict_durations(history: Sequence[Job], targets: Sequence[Job], *,
@@ -38,12 +65,24 @@ def predict_durations(history: Sequence[Job], targets: Sequence[Job], *,
                       ) -> tuple[dict[str, float], dict[str, tuple[float, ...]]]:
     """Predicted duration of each target job, and error ratios by group.
 
+    The first two parts of `fit_durations`, which takes the same arguments.
+    """
+    fitted = fit_durations(history, targets, use_forest=use_forest, seed=seed)
+    return fitted.predicted_s, fitted.duration_error
+
+
+def fit_durations(history: Sequence[Job], targets: Sequence[Job], *,
+                  use_forest: bool | None = None, seed: int = 0,
+                  window_jobs: int = WINDOW_JOBS) -> FittedDurations:
+    """Predict the targets' durations; measure the errors and their correlation on the history.
+
     Args:
         history: Finished jobs, in the order they finished; ``duration_s``
             is what each actually took.
         targets: Jobs to predict (running, pending or arriving).
         use_forest: None: when scikit-learn is there and the history is long enough.
         seed: Seeds the forest.
+        window_jobs: Finished jobs per window of the correlation estimate.
     """
     if use_forest is None:
         use_forest = sklearn_available() and len(history) >= MIN_FOREST_HISTORY
@@ -59,11 +98,9 @@ def predict_durations(history: Sequence[Job], targets: Sequence[Job], *,
         predictor.observe(features, job.duration_s)
     target_features = [predictor.features(job) for job in targets]
     if not use_forest or len(history) < 2:
-        ratios = _ratios(history, cold)
         guesses = [predictor.cold_start(f)[0] for f in target_features]
-        return {j.job_id: max(g, 1.0) for j, g in zip(targets, guesses)}, ratios
+        return _fitted(targets, guesses, history, cold, window_jobs)
 
-    import numpy as np
     from sklearn.ensemble import RandomForestRegressor
 
     x = np.asarray(rows, dtype=np.float32)
@@ -71,23 +108,83 @@ def predict_durations(history: Sequence[Job], targets: Sequence[Job], *,
     split = max(1, int(len(history) * (1.0 - HOLDOUT_FRAC)))
     old = RandomForestRegressor(n_estimators=N_TREES, random_state=seed, n_jobs=1).fit(x[:split], y[:split])
     holdout = np.expm1(old.predict(x[split:]))
-    guessed = list(cold[:split]) + [
-        float(g) if keyed[split + i] else cold[split + i] for i, g in enumerate(holdout)]
-    ratios = _ratios(history[split:], guessed[split:])
+    guessed = [float(g) if keyed[split + i] else cold[split + i] for i, g in enumerate(holdout)]
     predictor.forest_ = RandomForestRegressor(n_estimators=N_TREES, random_state=seed,
                                               n_jobs=1).fit(x, y)
-    guesses = predictor.predict(target_features) if target_features else []
-    return {j.job_id: max(g, 1.0) for j, (g, _) in zip(targets, guesses)}, ratios
+    guesses = [g for g, _ in predictor.predict(target_features)] if target_features else []
+    return _fitted(targets, guesses, history[split:], guessed, window_jobs)
 
 
-def _ratios(jobs: Sequence[Job], guesses: Sequence[float]) -> dict[str, tuple[float, ...]]:
+def _fitted(targets: Sequence[Job], guesses: Sequence[float], measured: Sequence[Job],
+            measured_guesses: Sequence[float], window_jobs: int) -> FittedDurations:
+    """Predictions of the targets, and the errors of the guesses made for ``measured``."""
+    ordered = _ordered_ratios(measured, measured_guesses)
+    return FittedDurations(
+        predicted_s={j.job_id: max(g, 1.0) for j, g in zip(targets, guesses)},
+        duration_error=_ratios(ordered),
+        # on the newest ratios, as the pooled ones the band draws from
+        error_correlation=error_correlation([r for _, r in ordered[-MAX_RATIOS:]], window_jobs))
+
+
+def _ordered_ratios(jobs: Sequence[Job], guesses: Sequence[float]) -> list[tuple[Job, float]]:
+    """(job, actual/predicted) in finishing order, for the jobs whose ratio is defined."""
+    return [(job, job.duration_s / guess) for job, guess in zip(jobs, guesses)
+            if guess > 0 and job.duration_s > 0]
+
+
+def error_correlation(ratios: Sequence[float], window_jobs: int = WINDOW_JOBS) -> float:
+    """How much of the duration error jobs that finish together share, in [0, 0.95].
+
+    The estimate for the band's Gaussian copula (`forecast.band.sampled_durations`):
+    each ratio becomes a normal score (``ndtri`` of its mid-rank quantile
+    among all of them), consecutive runs of ``window_jobs`` jobs form
+    windows (the remainder joins the last one), and the intraclass
+    correlation ICC(1) of a one-way random-effects ANOVA over the windows
+    is the share of the score's variance that a window has in common.
+
+    With fewer than `MIN_CORRELATION_JOBS` ratios, fewer than two windows,
+    or no spread at all, there is nothing to measure it on: the result is
+    `DEFAULT_ERROR_CORRELATION` (0.5).
+
+    Args:
+        ratios: Actual/predicted durations, in the order the jobs finished.
+        window_jobs: Jobs per window.
+    """
+    from scipy.special import ndtri
+    from scipy.stats import rankdata
+
+    if window_jobs < 2:
+        raise ValueError(f"a window needs at least 2 jobs, got {window_jobs}")
+    values = np.asarray(ratios, dtype=np.float64)
+    values = values[np.isfinite(values)]
+    n_windows = len(values) // window_jobs
+    if len(values) < MIN_CORRELATION_JOBS or n_windows < 2:
+        return DEFAULT_ERROR_CORRELATION
+    scores = ndtri((rankdata(values) - 0.5) / len(values))  # ties share their mid-rank
+    window = np.minimum(np.arange(len(values)) // window_jobs, n_windows - 1)
+    icc = _icc1(scores, window, n_windows)
+    return DEFAULT_ERROR_CORRELATION if math.isnan(icc) else min(max(icc, 0.0), MAX_CORRELATION)
+
+
+def _icc1(values: np.ndarray, group: np.ndarray, n_groups: int) -> float:
+    """ICC(1) of ``values`` in groups ``0 .. n_groups - 1`` of any sizes (NaN: no variance)."""
+    n = len(values)
+    sizes = np.bincount(group, minlength=n_groups).astype(np.float64)
+    means = np.bincount(group, weights=values, minlength=n_groups) / sizes
+    between = float(np.sum(sizes * (means - values.mean()) ** 2)) / (n_groups - 1)
+    within = float(np.sum((values - means[group]) ** 2)) / (n - n_groups)
+    n0 = (n - float(np.sum(sizes ** 2)) / n) / (n_groups - 1)  # the mean size, for unequal ones
+    denominator = between + (n0 - 1.0) * within
+    return (between - within) / denominator if denominator > 0 else math.nan
+
+
+def _ratios(ordered: Sequence[tuple[Job, float]]) -> dict[str, tuple[float, ...]]:
+    """Sorted ratios by group, the newest `MAX_RATIOS` of each."""
     by_group: dict[str, list[float]] = {ALL: []}
-    for job, guess in zip(jobs, guesses):
-        if guess > 0 and job.duration_s > 0:
-            ratio = job.duration_s / guess
-            by_group[ALL].append(ratio)
-            if job.group:
-                by_group.setdefault(job.group, []).append(ratio)
+    for job, ratio in ordered:
+        by_group[ALL].append(ratio)
+        if job.group:
+            by_group.setdefault(job.group, []).append(ratio)
     return {g: tuple(sorted(r[-MAX_RATIOS:])) for g, r in by_group.items() if r}
 
 

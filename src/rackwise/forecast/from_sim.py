@@ -14,8 +14,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rackwise.forecast.durations import predict_durations
-from rackwise.forecast.snapshot import ClusterSnapshot, copy_state, pickle_policy, validate
+from rackwise.forecast.durations import fit_durations
+from rackwise.forecast.snapshot import (
+    DEFAULT_ERROR_CORRELATION,
+    ClusterSnapshot,
+    copy_state,
+    pickle_policy,
+    validate,
+)
 from rackwise.perf.base import IdealPerf
 from rackwise.sim.engine import Simulator
 from rackwise.workload.job import Job
@@ -40,7 +46,7 @@ def snapshot_of(sim: Simulator, *, taken_at_s: float | None = None,
         taken_at_s: An instant at or after ``sim.now`` and before its next event.
         predictions: ``"exact"``: every job's true duration (for checks);
             ``"history"``: predicted from the jobs finished so far.
-        use_forest: Passed to `predict_durations`.
+        use_forest: Passed to `fit_durations`.
         seed: Seeds the duration predictor's forest.
         arrivals: Jobs the forecast may know will arrive.
     """
@@ -52,10 +58,12 @@ def snapshot_of(sim: Simulator, *, taken_at_s: float | None = None,
     if predictions == "exact":
         predicted = {job.job_id: job.duration_s for job in targets}
         error: dict[str, tuple[float, ...]] = {}
+        correlation = DEFAULT_ERROR_CORRELATION  # no error to share
     else:
         history = sorted(sim.finished.values(), key=lambda s: (s.finish_time, s.job_id))
-        predicted, error = predict_durations([s.job for s in history], targets,
-                                             use_forest=use_forest, seed=seed)
+        fitted = fit_durations([s.job for s in history], targets, use_forest=use_forest, seed=seed)
+        predicted, error = fitted.predicted_s, fitted.duration_error
+        correlation = fitted.error_correlation
     owner = sim.allocation.owner
     held: dict[str, list[int]] = {}
     for gpu, name in enumerate(owner):
@@ -68,7 +76,8 @@ def snapshot_of(sim: Simulator, *, taken_at_s: float | None = None,
     snapshot = ClusterSnapshot(
         taken_at_s=float(now), topology=sim.topology, running=running, pending=pending,
         predicted_duration_s=predicted, held_gpus={k: tuple(v) for k, v in held.items()},
-        arrivals=arrivals, duration_error=error, policy_name=policy.name,
+        arrivals=arrivals, duration_error=error, error_correlation=correlation,
+        policy_name=policy.name,
         policy_params=policy_params(policy), policy_state=pickle_policy(policy), decided=True,
         timers=tuple(t for t in sim.timers() if t > now), next_round_s=sim.next_round_at(),
         perf_name=perf_name,

@@ -27,6 +27,9 @@ from rackwise.workload.job import Job, Parallelism
 from rackwise.workload.state import JobState, Status
 
 FORMAT = "rackwise-snapshot/1"
+# Share of the duration error jobs have in common, where it was not measured
+# (files from before it was, backends): see `forecast.durations.error_correlation`.
+DEFAULT_ERROR_CORRELATION = 0.5
 HELD_PREFIX = "!"  # owners of GPUs no policy may use (a node down, a job not ours)
 _STATE_SLOTS = tuple(JobState.__slots__)
 
@@ -46,6 +49,8 @@ class ClusterSnapshot:
         arrivals: Jobs known to arrive later (a replayed trace), submit order.
         duration_error: Observed actual/predicted duration ratios by job
             group (key ``""``: all groups), for uncertainty bands.
+        error_correlation: Share of that error the jobs of one band sample
+            have in common (fitted on the finished jobs; 0.5 if not).
         policy_name: Registered name of the policy in force.
         policy_params: Its parameters.
         policy_state: The live policy, pickled, or None (start a fresh one).
@@ -74,6 +79,7 @@ class ClusterSnapshot:
     held_gpus: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     arrivals: tuple[Job, ...] = ()
     duration_error: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    error_correlation: float = DEFAULT_ERROR_CORRELATION
     policy_name: str = "fifo"
     policy_params: Mapping[str, Any] = field(default_factory=dict)
     policy_state: bytes | None = None
@@ -95,10 +101,13 @@ class ClusterSnapshot:
         return self.node_names or tuple(f"n{node.node_id}" for node in self.topology.nodes)
 
     def with_predictions(self, predicted_duration_s: Mapping[str, float],
-                         duration_error: Mapping[str, tuple[float, ...]]) -> ClusterSnapshot:
-        """A copy with other duration predictions and error ratios."""
+                         duration_error: Mapping[str, tuple[float, ...]],
+                         error_correlation: float | None = None) -> ClusterSnapshot:
+        """A copy with other duration predictions and error ratios (and correlation, if given)."""
         return replace(self, predicted_duration_s=dict(predicted_duration_s),
-                       duration_error=dict(duration_error))
+                       duration_error=dict(duration_error),
+                       error_correlation=(self.error_correlation if error_correlation is None
+                                          else error_correlation))
 
 
 # ----------------------------------------------------------------------------- copies
@@ -167,7 +176,7 @@ def validate(snapshot: ClusterSnapshot, *, now_s: float | None = None,
     Checks: each job appears once; a running job's GPUs exist, are distinct,
     number its request and are not held by anything else; no node has more
     GPUs in use than it owns; pending jobs fit the cluster; predictions are
-    positive; and, given ``now_s`` and ``max_age_s``, the snapshot is not stale.
+    positive; the error correlation is in [0, 1]; and, given ``now_s`` and ``max_age_s``, the snapshot is not stale.
     """
     topology = snapshot.topology
     n_gpus = topology.n_gpus
@@ -181,6 +190,9 @@ def validate(snapshot: ClusterSnapshot, *, now_s: float | None = None,
         if age_s > max_age_s:
             raise InputError(f"snapshot is stale: taken {age_s:.0f} s ago, limit {max_age_s:.0f} s",
                              field="taken_wall_s")
+    if not 0.0 <= snapshot.error_correlation <= 1.0:  # also NaN
+        raise InputError(f"error_correlation is {snapshot.error_correlation}; it must be in "
+                         f"[0, 1]", field="error_correlation")
     if snapshot.node_order and sorted(snapshot.node_order) != list(range(topology.n_nodes)):
         raise InputError("node_order must list every node once", field="node_order")
     if snapshot.node_names and len(snapshot.node_names) != topology.n_nodes:
@@ -324,6 +336,7 @@ def to_json(snapshot: ClusterSnapshot) -> dict[str, Any]:
         "held_gpus": {k: list(v) for k, v in snapshot.held_gpus.items()},
         "arrivals": [_job_dict(j) for j in snapshot.arrivals],
         "duration_error": {k: list(v) for k, v in snapshot.duration_error.items()},
+        "error_correlation": snapshot.error_correlation,
         "policy": {
             "name": snapshot.policy_name,
             "params": dict(snapshot.policy_params),
@@ -382,6 +395,7 @@ def _from_json(data: Any) -> ClusterSnapshot:
         arrivals=tuple(_job_from(j, f"arrivals[{i}]") for i, j in enumerate(data.get("arrivals", []))),
         duration_error={str(k): tuple(float(r) for r in v)
                         for k, v in data.get("duration_error", {}).items()},
+        error_correlation=float(data.get("error_correlation", DEFAULT_ERROR_CORRELATION)),
         policy_name=str(policy.get("name", "fifo")), policy_params=dict(policy.get("params", {})),
         policy_state=base64.b64decode(state) if state else None,
         decided=bool(policy.get("decided", False)),

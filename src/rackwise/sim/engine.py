@@ -362,24 +362,25 @@ class Simulator:
         self.records.append(_record(state))
 
     def _update_rates(self, changed: set[str], now: float) -> None:
+        running, comm_of, push = self.running, self._comm_of, self._push
         # Sorted: the order of a set of strings changes between processes.
-        new_rates = self.perf.rates(self.running, sorted(changed))
+        new_rates = self.perf.rates(running, sorted(changed))
         for job_id in sorted(new_rates):
-            state = self.running[job_id]
+            state = running[job_id]
             rate = new_rates[job_id]
             if state.copies > 1:
                 frac = self._fork_overhead(state.job) if self._fork_overhead is not None else 0.0
-                rate = forked_rate(self.perf, state, self.running, frac)
+                rate = forked_rate(self.perf, state, running, frac)
             if job_id not in changed and rate == state.rate_iters_per_s:
                 continue
             state.advance(now)
             state.rate_iters_per_s = rate
-            if self._comm_of is not None:
-                state.comm_s_per_iter, state.comm_extra_s_per_iter = self._comm_of(job_id)
+            if comm_of is not None:
+                state.comm_s_per_iter, state.comm_extra_s_per_iter = comm_of(job_id)
             state.version += 1
             eta = state.finish_eta()
             if eta < INF:
-                self._push(max(eta, now), EventKind.COMPLETION, (job_id, state.version))
+                push(eta if eta > now else now, EventKind.COMPLETION, (job_id, state.version))
 
     # ---------------------------------------------------------------- helpers
     def _push(self, time: float, kind: EventKind, payload: object) -> None:
