@@ -116,19 +116,22 @@ def snapshot_at(make: Callable[[Simulator, float], ClusterSnapshot],
     return tap.taken[0].snapshot
 
 
-def test_simulation_snapshot_carries_the_fitted_value() -> None:
+def test_simulation_snapshot_carries_the_fitted_value_when_asked() -> None:
     expected: list[float] = []
+    default: list[float] = []
 
     def make(sim: Simulator, at_s: float) -> ClusterSnapshot:
         history = [s.job for s in sorted(sim.finished.values(),
                                          key=lambda s: (s.finish_time, s.job_id))]
         targets = [s.job for s in (*sim.running.values(), *sim.pending.values())]
         expected.append(fit_durations(history, targets).error_correlation)
-        return snapshot_of(sim, taken_at_s=at_s)
+        default.append(snapshot_of(sim, taken_at_s=at_s).error_correlation)
+        return snapshot_of(sim, taken_at_s=at_s, fit_correlation=True)
 
     snapshot = snapshot_at(make)
     assert snapshot.pending and expected[0] != DEFAULT_ERROR_CORRELATION
     assert snapshot.error_correlation == expected[0]
+    assert default == [DEFAULT_ERROR_CORRELATION]
 
 
 def test_exact_durations_keep_the_default() -> None:
