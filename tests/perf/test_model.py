@@ -89,11 +89,16 @@ def test_tensor_and_pipeline_costs() -> None:
     flat = perf.iteration_breakdown(plain, gpus, {})
     both = perf.iteration_breakdown(split, gpus, {})
     assert both.compute_s == pytest.approx(flat.compute_s * (1 + 1 / 8))  # (p-1)/m bubble
-    grad = CATALOGUE["GPT-2 XL"].gradient_bytes
-    shard = grad / 4
-    expected = (2 * 1 / 2 * shard * 8 / 1200e9 + 2 * 1e-6            # data ring over 2 replicas
-                + 2 * 1 / 2 * 2.0 * shard * 8 / 1200e9 + 2 * 1e-6)  # tensor ring inside a node
+    # The traffic is the job graph's (policies/parts/job_graph.py) on these GPUs, all in one
+    # node: each pair (tensor pair, stage pair, replica pair) sends its edge's bytes both
+    # ways over NVLink, one kind after the other. S_act = 1 x 1024 x 1600 x 2 B.
+    act = 1024 * 1600 * 2.0
+    tensor = 4 * (48 / 2) * 8 * 2 * (1 / 2) * act      # 4 (L/p) mu 2(t-1)/t S_act
+    stages = 8 * act / 2                                # mu S_act / t
+    replicas = 2 * (1 / 2) * CATALOGUE["GPT-2 XL"].gradient_bytes / 4  # 2(d-1)/d S / (p t)
+    expected = sum(nbytes * 8 / 1200e9 + 2 * 1e-6 for nbytes in (tensor, stages, replicas))
     assert both.comm_s == pytest.approx(expected)
+    assert both.comm_extra_s == 0.0  # the partitioner's consolidated mapping is this one
 
 
 def test_congestion_shares_the_uplink_and_recovers() -> None:

@@ -167,3 +167,27 @@ def test_placements_use_distinct_free_gpus_and_one_server_when_possible(topology
     assert all(free.owner[g] is None for g in placed.gpu_ids)
     if any(free.free_in_node(node) >= n for node in range(topology.n_nodes)):
         assert placed.n_servers == 1 and placed.cut_bytes == 0.0
+
+
+def test_placement_cost_gives_each_kind_s_load_per_direction() -> None:
+    topology = uniform_cluster(2, 4, 8)
+    graph = _toy_graph()
+    # stage 0 (vertices 0, 1, 4, 5) on server 0, stage 1 on server 1
+    placed = placement_cost(graph, (0, 1, 4, 5, 2, 3, 6, 7), topology)
+    by_kind = {p.kind: p for p in placed.phases}
+    # pairs send their bytes both ways: a GPU's or a server's load is its edges' sum
+    tp, pp, dp = by_kind["tp"], by_kind["pp"], by_kind["dp"]
+    assert (tp.level, tp.hops, tp.gpu_bytes, tp.nic_bytes) == (0, 2, 10 * GB, 0.0)
+    assert (pp.level, pp.hops, pp.gpu_bytes, pp.nic_bytes, pp.rack_bytes) == (1, 2, 0.0, 4 * GB, 0.0)
+    assert (dp.level, dp.gpu_bytes, dp.nic_bytes) == (0, 4 * GB, 0.0)
+
+
+def test_a_ring_of_four_leaving_a_server_once_loads_its_nic_with_one_edge() -> None:
+    graph = mixed_parallel_graph(Parallelism(data=4), tp_bytes=0, pp_bytes=0, dp_bytes=1.0)
+    two_racks = uniform_cluster(2, 4, 1)
+    (blocks,) = placement_cost(graph, (0, 1, 4, 5), two_racks).phases
+    # a one-way ring: out of the server once, back in once
+    assert (blocks.level, blocks.hops, blocks.gpu_bytes, blocks.nic_bytes, blocks.rack_bytes) == (
+        2, 6, 0.5, 1.0, 1.0)
+    (alternating,) = placement_cost(graph, (0, 4, 1, 5), two_racks).phases
+    assert (alternating.gpu_bytes, alternating.nic_bytes, alternating.rack_bytes) == (0.0, 2.0, 2.0)

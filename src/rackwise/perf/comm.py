@@ -12,13 +12,30 @@ top-of-rack switch when it spans nodes of one rack, and the cross-rack path
 when it spans racks. A rack's uplink is shared equally by every job whose
 ring leaves that rack, so a cross-rack job gets at most ``uplink / k`` from
 each rack it spans; congestion can only lower its bandwidth.
+
+A mixed-parallel job (tensor or pipeline degree above 1) is priced on its
+worker mapping instead: `policies.parts.graph_placement.placement_cost`
+reads the job graph on the ordered GPUs and gives, per kind of traffic
+(tensor ring, pipeline, data ring), the per-direction bytes of the busiest
+GPU inside its server, the busiest server NIC and the busiest rack uplink.
+The kinds run one after another; inside one, every link works at once, so
+the busiest link sets its pace (`mapped_comm_s`):
+
+    t_comm = sum_k max(gpu_k / B_node, nic_k / B_rack, rack_k / B_cross) + hops_k * latency(level_k)
+
+with ``B_rack = min(intra-node, NIC)`` and ``B_cross`` the cross-rack path
+(``min(intra-node, NIC, cross-rack)``, lowered by the job's uplink share).
+A single ring laid out in blocks gives back the formula above.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from enum import IntEnum
 
 from rackwise.cluster.topology import Links, Topology
+
+PhaseLoads = tuple[int, int, float, float, float]  # hops, level, gpu, NIC and rack bytes
 
 
 class Level(IntEnum):
@@ -91,3 +108,32 @@ def latency_s(level: Level, node_s: float, rack_s: float, cluster_s: float) -> f
 def pipeline_bubble_frac(stages: int, microbatches: int) -> float:
     """Idle share a synchronous pipeline adds to compute: (p-1)/m (GPipe)."""
     return (stages - 1) / microbatches if stages > 1 else 0.0
+
+
+def phase_link_s(gpu_bytes: float, nic_bytes: float, links: Links) -> float:
+    """Seconds the in-server and NIC loads of one phase take (the busier link sets the pace)."""
+    gpu_s = gpu_bytes * 8.0 / (links.intra_node_gbps * 1e9)
+    nic_s = nic_bytes * 8.0 / (level_bandwidth_gbps(links, Level.RACK) * 1e9)
+    return max(gpu_s, nic_s)
+
+
+def mapped_comm_s(phases: Iterable[PhaseLoads], links: Links, latencies: tuple[float, float, float],
+                  cross_gbps: float | None = None) -> float:
+    """Seconds per step of a mapped job's traffic, all of it a stall (before overlap).
+
+    Args:
+        phases: ``(hops, level, gpu_bytes, nic_bytes, rack_bytes)`` per kind of
+            traffic, as `graph_placement.PhaseTraffic` holds them.
+        links: The cluster's links.
+        latencies: Per-hop latency inside a node, a rack, across racks.
+        cross_gbps: Bandwidth of the cross-rack path for this job (default:
+            uncongested, ``level_bandwidth_gbps(links, Level.CLUSTER)``).
+    """
+    if cross_gbps is None:
+        cross_gbps = level_bandwidth_gbps(links, Level.CLUSTER)
+    total = 0.0
+    for hops, level, gpu_bytes, nic_bytes, rack_bytes in phases:
+        link_s = phase_link_s(gpu_bytes, nic_bytes, links)
+        cross_s = rack_bytes * 8.0 / (cross_gbps * 1e9) if rack_bytes > 0 else 0.0
+        total += max(cross_s, link_s) + hops * latencies[level]
+    return total

@@ -6,7 +6,12 @@ One step of a job takes ``compute / interference + (1 - overlap) * comm``:
   modelled intra-node all-reduce it already contains) or, for models the
   table lacks, from FLOPs; on a placement mixing GPU types the slowest wins;
 * comm is a ring all-reduce at the placement's bottleneck (`perf.comm`),
-  cross-rack jobs sharing each rack uplink equally;
+  cross-rack jobs sharing each rack uplink equally. A mixed-parallel job
+  (tensor or pipeline degree above 1) is priced on its worker mapping
+  instead: worker ``v`` of its job graph (`policies.parts.job_graph`) runs
+  on ``gpu_ids[v]``, `policies.parts.graph_placement.placement_cost` gives
+  the traffic of each kind on the busiest links, and `perf.comm.mapped_comm_s`
+  its time; the reference is the partitioner's mapping of the empty cluster;
 * interference is the speed factor from jobs on the same nodes
   (`perf.interference`); the slowest node sets the pace.
 
@@ -27,6 +32,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from rackwise.cluster.allocation import Allocation
 from rackwise.cluster.topology import Topology
 from rackwise.errors import InputError
 from rackwise.perf.catalogue import CATALOGUE, ModelSpec, assign_models, resolve_model
@@ -38,6 +44,8 @@ from rackwise.perf.comm import (
     latency_s,
     level_bandwidth_gbps,
     level_of,
+    mapped_comm_s,
+    phase_link_s,
     pipeline_bubble_frac,
     ring_allreduce_s,
     tightest_level,
@@ -46,7 +54,9 @@ from rackwise.perf.comm import (
 from rackwise.perf.config import PerfConfig
 from rackwise.perf.interference import Interference
 from rackwise.perf.throughput import ThroughputTable, default_table
-from rackwise.workload.job import Job
+from rackwise.policies.parts.graph_placement import place_graph, placement_cost
+from rackwise.policies.parts.job_graph import JobGraph, build_job_graph
+from rackwise.workload.job import Job, Parallelism
 
 if TYPE_CHECKING:
     from rackwise.workload.state import JobState
@@ -71,6 +81,8 @@ class IterationBreakdown:
         interference_factor: Speed factor from jobs sharing its nodes (1 = none).
         level: 0 one node, 1 one rack, 2 several racks.
         bottleneck: Slowest link: none, intra-node, intra-rack, cross-rack or rack-uplink.
+            For a mixed-parallel job, the slowest its GPUs span (or its uplink share),
+            not necessarily the link that carries most of its traffic.
         bandwidth_gbps: Bandwidth of that link for this job (inf without communication).
         iteration_s: Seconds per step.
         consolidated_iteration_s: Seconds per step on the tightest placement this
@@ -127,7 +139,7 @@ class _Placed:
     __slots__ = ("job_id", "model", "gpu_ids", "nodes", "node_gpus", "racks", "level",
                  "gpu_type", "compute_s", "dyn_bits", "base_gbps",
                  "ref_comm_s", "static_comm_s", "comm_pair", "ideal_rate", "node_factors", "factor",
-                 "coeff", "rate", "crosses", "bandwidth")
+                 "coeff", "rate", "crosses", "bandwidth", "cross_terms")
 
     job_id: str
     model: str
@@ -152,6 +164,10 @@ class _Placed:
     rate: float  # last rate reported to the engine
     crosses: bool  # its ring goes through rack uplinks
     bandwidth: float  # bottleneck bandwidth at the last rating, Gb/s
+    # Mixed-parallel jobs that cross racks: (link seconds, cross-rack bits) per kind of
+    # traffic, each priced as the slower of the two; None for data-parallel jobs (set
+    # only where `crosses` is read).
+    cross_terms: tuple[tuple[float, float], ...] | None
 
 
 class NetworkPerf:
@@ -206,6 +222,7 @@ class NetworkPerf:
         self._share = [INF] * topology.n_racks  # uplink Gb/s per crossing job
         self._comm_now: dict[str, tuple[float, float]] = {}
         self._compute_cache: dict[tuple[str, int, str, float], float] = {}
+        self._graph_cache: dict[tuple[str | None, float, Parallelism], tuple[JobGraph, float]] = {}
         self._ref_cache: dict[tuple[str, int], float] = {}
         self._sensitivity_cache: dict[tuple[str, int, float], float] = {}
         counts = Counter(node.gpu_type for node in topology.nodes for _ in range(node.n_gpus))
@@ -253,7 +270,11 @@ class NetworkPerf:
             if is_assigned or not job.comm_sensitivity:
                 changes.append((_SENSITIVITY, self._sensitivity(spec, job.n_gpus, gradient_bytes)))
             if is_assigned or job.total_iters == job.duration_s:
-                rate = self._reference_rate(spec, job.n_gpus, gradient_bytes)
+                par = job.parallelism
+                if par is not None and par.n_gpus == job.n_gpus and (par.tensor > 1 or par.pipeline > 1):
+                    rate = self._mapped_reference_rate(spec, job, par, gradient_bytes)
+                else:
+                    rate = self._reference_rate(spec, job.n_gpus, gradient_bytes)
                 changes.append((_TOTAL_ITERS, job.duration_s * rate))
             out.append(_with_changes(job, changes) if changes else job)
         return out
@@ -305,7 +326,10 @@ class NetworkPerf:
                     if share < bandwidth:
                         bandwidth = share
                 placed.bandwidth = bandwidth
-                comm = placed.static_comm_s + placed.dyn_bits / (bandwidth * 1e9)
+                if placed.cross_terms is None:
+                    comm = placed.static_comm_s + placed.dyn_bits / (bandwidth * 1e9)
+                else:
+                    comm = self._mapped_comm(placed, bandwidth)
                 rate = 1.0 / (placed.compute_s / placed.factor + comm)
                 if rate == placed.rate:
                     continue
@@ -426,6 +450,15 @@ class NetworkPerf:
                 self._ref_cache[key] = found
         return found
 
+    def _mapped_reference_rate(self, spec: ModelSpec, job: Job, par: Parallelism,
+                               gradient_bytes: float) -> float:
+        """Steps/s of a mixed-parallel job on the partitioner's mapping of an empty cluster,
+        on the main GPU type (its trace duration's speed)."""
+        _, ref_comm = self._mapped_graph(job.with_changes(model=spec.name, gradient_bytes=gradient_bytes), par)
+        compute = self._compute_s(spec, job.n_gpus, self.reference_gpu_type_, gradient_bytes)
+        bubble = pipeline_bubble_frac(par.pipeline, self.config.pipeline_microbatches)
+        return 1.0 / (compute * (1.0 + bubble) + ref_comm)
+
     def _sensitivity(self, spec: ModelSpec, n_gpus: int, gradient_bytes: float) -> float:
         """``1 - t_step(one node) / t_step(two nodes of a rack)``, at >= 2 GPUs."""
         key = (spec.name, n_gpus, gradient_bytes)
@@ -486,48 +519,99 @@ class NetworkPerf:
         placed.ideal_rate = 0.0
         n = len(gpu_ids)
         gradient_bytes = job.gradient_bytes or spec.gradient_bytes
-        data, tensor, pipeline = n, 1, 1
+        compute = max(self._compute_s(spec, n, t, gradient_bytes) for t in types)
         par = job.parallelism
         if par is not None and par.n_gpus == n and (par.tensor > 1 or par.pipeline > 1):
-            data, tensor, pipeline = par.data, par.tensor, par.pipeline
-        compute = max(self._compute_s(spec, n, t, gradient_bytes) for t in types)
-        placed.compute_s = compute * (1.0 + pipeline_bubble_frac(pipeline, self.config.pipeline_microbatches))
-        shard_bytes = gradient_bytes / (tensor * pipeline)
+            # mixed parallel: its traffic depends on which worker runs on which GPU
+            placed.compute_s = compute * (1.0 + pipeline_bubble_frac(
+                par.pipeline, self.config.pipeline_microbatches))
+            return self._place_mapped(placed, job, par, level)
+        placed.compute_s = compute
         base = level_bandwidth_gbps(self._links, level)
         placed.base_gbps = base
         overlap = self._overlap
-        # data-parallel ring over the replicas, through the bottleneck
-        steps = 2 * (data - 1)
-        dyn_bits = overlap * (steps / data * shard_bytes * 8.0 if data > 1 else 0.0)
+        # data-parallel ring over all the GPUs, through the bottleneck
+        steps = 2 * (n - 1)
+        dyn_bits = overlap * (steps / n * gradient_bytes * 8.0 if n > 1 else 0.0)
         latency = overlap * steps * self._latency[int(level)]
-        fixed = 0.0
-        if tensor > 1:
-            tensor_bytes = self.config.tensor_comm_factor * shard_bytes
-            if all(count % tensor == 0 for count in placed.node_gpus):
-                # tensor groups sit inside nodes: they never touch the network
-                fixed = overlap * ring_allreduce_s(
-                    tensor, tensor_bytes, self._links.intra_node_gbps, self._latency[0])
-            else:
-                dyn_bits += overlap * 2 * (tensor - 1) / tensor * tensor_bytes * 8.0
-                latency += overlap * 2 * (tensor - 1) * self._latency[int(level)]
         placed.dyn_bits = dyn_bits
         ref_level = self._tightest(n)
         ref_base = level_bandwidth_gbps(self._links, ref_level)
         ref_latency = latency_s(ref_level, *self._latency)
         ref = self._overlap * (
-            (steps / data * shard_bytes * 8.0 / (ref_base * 1e9) if data > 1 else 0.0)
+            (steps / n * gradient_bytes * 8.0 / (ref_base * 1e9) if n > 1 else 0.0)
             + steps * ref_latency)
-        if tensor > 1:
-            ref += overlap * ring_allreduce_s(tensor, self.config.tensor_comm_factor * shard_bytes,
-                                              self._links.intra_node_gbps, self._latency[0])
         placed.ref_comm_s = ref
         placed.crosses = level is Level.CLUSTER and dyn_bits > 0
-        static = fixed + latency
+        placed.cross_terms = None
+        static = latency
         if dyn_bits > 0 and not placed.crosses:
             static += dyn_bits / (base * 1e9)
         placed.static_comm_s = static
         placed.comm_pair = _comm_pair(static, ref)
         return placed
+
+    def _place_mapped(self, placed: _Placed, job: Job, par: Parallelism, level: Level) -> _Placed:
+        """Communication of a mixed-parallel job from its job graph on the ordered GPUs.
+
+        Worker ``v`` of the graph (`policies.parts.job_graph`) runs on
+        ``gpu_ids[v]``; `placement_cost` gives each kind of traffic's loads on
+        its busiest links and `perf.comm.mapped_comm_s` their time. Kinds that
+        stay inside a rack go into ``static_comm_s``; those that cross racks
+        keep ``(link seconds, cross-rack bits)`` in ``cross_terms``, priced at
+        each rating with the job's uplink share.
+        """
+        graph, ref = self._mapped_graph(job, par)
+        links = self._links
+        overlap = self._overlap
+        latencies = self._latency
+        static = dyn_bits = 0.0
+        cross: list[tuple[float, float]] = []
+        for phase in placement_cost(graph, placed.gpu_ids, self._bound()).phases:
+            link_s = overlap * phase_link_s(phase.gpu_bytes, phase.nic_bytes, links)
+            static += overlap * phase.hops * latencies[phase.level]
+            if phase.rack_bytes > 0:
+                bits = overlap * phase.rack_bytes * 8.0
+                cross.append((link_s, bits))
+                dyn_bits += bits
+            else:
+                static += link_s
+        placed.base_gbps = level_bandwidth_gbps(links, level)
+        placed.dyn_bits = dyn_bits
+        placed.ref_comm_s = ref
+        placed.crosses = bool(cross)
+        placed.cross_terms = tuple(cross) if cross else None
+        placed.static_comm_s = static
+        placed.comm_pair = _comm_pair(static, ref)
+        return placed
+
+    def _mapped_graph(self, job: Job, par: Parallelism) -> tuple[JobGraph, float]:
+        """The job graph of a mixed-parallel job and its communication per step
+        where the partitioner puts it on this cluster, empty (the consolidated reference)."""
+        key = (job.model, job.gradient_bytes, par)
+        found = self._graph_cache.get(key)
+        if found is None:
+            graph = build_job_graph(job, par)
+            topology = self._bound()
+            best = place_graph(Allocation(topology), graph)
+            if best is None:  # larger than the cluster: no reference to compare with
+                ref = 0.0
+            else:
+                racks = {self._node_rack[self._gpu_node[g]] for g in best.gpu_ids}
+                cross_gbps = min([self._cluster_gbps, *(self._uplink_gbps[r] for r in racks)])
+                ref = self._overlap * mapped_comm_s(
+                    ((p.hops, p.level, p.gpu_bytes, p.nic_bytes, p.rack_bytes) for p in best.phases),
+                    self._links, self._latency, cross_gbps)
+            found = self._graph_cache[key] = (graph, ref)
+        return found
+
+    def _mapped_comm(self, placed: _Placed, bandwidth: float) -> float:
+        """Communication per step of a mapped job whose cross-rack path runs at ``bandwidth`` Gb/s."""
+        comm = placed.static_comm_s
+        bps = bandwidth * 1e9
+        for link_s, bits in placed.cross_terms or ():
+            comm += max(bits / bps, link_s)
+        return comm
 
     def _coeff_row(self, model: str, gpu_type: str) -> dict[str, float]:
         """``scale x slowdown(model, other)`` by the other's model, filled lazily."""
@@ -715,7 +799,10 @@ class NetworkPerf:
         comm = placed.static_comm_s
         if placed.crosses:
             bandwidth, _ = self._bandwidth(placed, sharing)
-            comm += placed.dyn_bits / (bandwidth * 1e9)
+            if placed.cross_terms is None:
+                comm += placed.dyn_bits / (bandwidth * 1e9)
+            else:
+                comm = self._mapped_comm(placed, bandwidth)
         if self._scale > 0:
             return placed.compute_s / self._interference(placed, nodes) + comm, comm
         return placed.compute_s + comm, comm

@@ -6,6 +6,12 @@ the fewest servers (inside one rack when a rack can hold the job), tensor
 groups kept whole where the servers' free counts allow, a seed from the
 better of two linear orders (stage-major or replica-major), then greedy
 Kernighan-Lin swaps while the cut drops.
+
+`placement_cost` is the one place that turns a worker mapping into traffic:
+the partitioner's figures (cut, busiest NIC) and, per kind of edge, the
+per-direction bytes on the busiest link of each class (`PhaseTraffic`),
+which the network performance model (`perf.model.NetworkPerf`) turns into
+time for mixed-parallel jobs.
 """
 
 from __future__ import annotations
@@ -14,10 +20,36 @@ from dataclasses import dataclass
 
 from rackwise.cluster.allocation import FreeGpus
 from rackwise.cluster.topology import Links, Topology
-from rackwise.policies.parts.job_graph import JobGraph
+from rackwise.policies.parts.job_graph import JobGraph, direction_share, sequential_hops
 
 # Swap refinement is quadratic in (super-)vertices; beyond this the seed stands.
 KL_MAX_VERTICES = 128
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseTraffic:
+    """What one kind of edge (tp, pp or dp) puts on the busiest link of each class, per iteration.
+
+    Loads are bytes per direction of a full-duplex link (`job_graph.direction_share`):
+    a pipeline edge or a two-member ring sends its weight both ways, a
+    longer ring one way round.
+
+    Attributes:
+        kind: tp, pp or dp.
+        hops: Messages one after another (`job_graph.sequential_hops`).
+        level: Farthest an edge of this kind reaches: 0 inside a server, 1
+            between servers of a rack, 2 between racks.
+        gpu_bytes: Busiest GPU's bytes to or from workers in its own server.
+        nic_bytes: Busiest server's bytes to or from other servers.
+        rack_bytes: Busiest rack's bytes to or from other racks.
+    """
+
+    kind: str
+    hops: int
+    level: int
+    gpu_bytes: float
+    nic_bytes: float
+    rack_bytes: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +63,7 @@ class GraphPlacement:
         max_in_bytes: The busiest GPU's bytes per iteration inside its server.
         cross_rack_bytes: Bytes per iteration on edges between racks.
         n_servers: Servers used.
+        phases: Per kind of edge present, the loads of the busiest links (`PhaseTraffic`).
     """
 
     gpu_ids: tuple[int, ...]
@@ -39,6 +72,7 @@ class GraphPlacement:
     max_in_bytes: float
     cross_rack_bytes: float
     n_servers: int
+    phases: tuple[PhaseTraffic, ...] = ()
 
     def comm_time_s(self, links: Links, overlap_frac: float = 0.0) -> float:
         """Communication seconds per iteration: NIC time of the busiest server plus
@@ -62,23 +96,49 @@ class PlacementRecord:
 
 def placement_cost(graph: JobGraph, gpu_ids: tuple[int, ...], topology: Topology) -> GraphPlacement:
     """The traffic figures of running worker ``v`` on ``gpu_ids[v]``."""
-    node_of = [topology.gpu_node[g] for g in gpu_ids]
+    gpu_node = topology.gpu_node
+    nodes = topology.nodes
+    node_of = [gpu_node[g] for g in gpu_ids]
+    par = graph.parallelism
     out: dict[int, float] = {}
     inside = [0.0] * len(gpu_ids)
     cut = cross_rack = 0.0
-    for u, v, w, _ in graph.edges:
+    # per kind: [level, per-GPU in-server, per-server out, per-rack out], per direction
+    loads: dict[str, tuple[list[int], list[float], dict[int, float], dict[int, float]]] = {}
+    for u, v, w, kind in graph.edges:
+        load = loads.get(kind)
+        if load is None:
+            load = loads[kind] = ([0], [0.0] * len(gpu_ids), {}, {})
+        share = w * direction_share(par, kind)
         nu, nv = node_of[u], node_of[v]
         if nu == nv:
             inside[u] += w
             inside[v] += w
+            gpu = load[1]
+            gpu[u] += share
+            gpu[v] += share
             continue
         cut += w
         out[nu] = out.get(nu, 0.0) + w
         out[nv] = out.get(nv, 0.0) + w
-        if topology.nodes[nu].rack_id != topology.nodes[nv].rack_id:
+        nic = load[2]
+        nic[nu] = nic.get(nu, 0.0) + share
+        nic[nv] = nic.get(nv, 0.0) + share
+        ru, rv = nodes[nu].rack_id, nodes[nv].rack_id
+        if ru != rv:
             cross_rack += w
+            racks = load[3]
+            racks[ru] = racks.get(ru, 0.0) + share
+            racks[rv] = racks.get(rv, 0.0) + share
+            load[0][0] = 2
+        elif load[0][0] < 1:
+            load[0][0] = 1
+    phases = tuple(
+        PhaseTraffic(kind, sequential_hops(par, kind), level[0], max(gpu),
+                     max(nic.values(), default=0.0), max(racks.values(), default=0.0))
+        for kind, (level, gpu, nic, racks) in loads.items())
     return GraphPlacement(tuple(gpu_ids), cut, max(out.values(), default=0.0),
-                          max(inside, default=0.0), cross_rack, len(set(node_of)))
+                          max(inside, default=0.0), cross_rack, len(set(node_of)), phases)
 
 
 def _prefix(free: FreeGpus, nodes: list[int] | range, n_gpus: int,

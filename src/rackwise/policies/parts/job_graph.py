@@ -12,6 +12,11 @@ traffic estimates (rackwise's reconstruction, docs/policies/asrpt.md):
 with ``S_act = b s h beta`` the activation bytes of one micro-batch. Vertex
 ``(a, b, c)`` has index ``(a p + b) t + c``, so each tensor-parallel group
 is a run of ``t`` consecutive indices.
+
+These weights are the one definition of a mixed-parallel job's traffic:
+the partitioner places the graph, and the network performance model prices
+the resulting mapping from it (`graph_placement.placement_cost`,
+`direction_share` and `sequential_hops` say how the weights load links).
 """
 
 from __future__ import annotations
@@ -148,6 +153,36 @@ class JobGraph:
         return sum(w for _, _, w, _ in self.edges)
 
 
+def ring_size(par: Parallelism, kind: str) -> int:
+    """Members of each ring of ``kind`` (tp: t, dp: d); 2 for the pipeline's point-to-point pairs."""
+    if kind == TP:
+        return par.tensor
+    if kind == DP:
+        return par.data
+    return 2
+
+
+def direction_share(par: Parallelism, kind: str) -> float:
+    """Share of an edge's weight that leaves each end, per direction of a full-duplex link.
+
+    A pipeline edge and the single edge of a two-member ring carry their
+    bytes both ways (1.0). A ring of three or more members sends one way
+    round, so a set of workers that a ring crosses into and out of sends
+    and receives half the summed weight of its cut ring edges (0.5): the
+    ring leaves the set as often as it enters it.
+    """
+    return 0.5 if ring_size(par, kind) > 2 else 1.0
+
+
+def sequential_hops(par: Parallelism, kind: str) -> int:
+    """Messages one after another per iteration: ``2(n-1)`` for a ring of n
+    (reduce-scatter then all-gather), ``2(p-1)`` for the pipeline (activations
+    forward through p-1 stage boundaries, their gradients back)."""
+    if kind == PP:
+        return 2 * (par.pipeline - 1)
+    return 2 * (ring_size(par, kind) - 1)
+
+
 def _ring(members: list[int]) -> list[tuple[int, int]]:
     """Neighbour pairs of a ring; two members share one edge, one member none."""
     n = len(members)
@@ -200,9 +235,15 @@ def edge_bytes(shape: ModelShape, par: Parallelism,
     return tp, pp, dp
 
 
-def build_job_graph(job: Job) -> JobGraph:
-    """``job``'s worker graph from its model, gradient size and parallelism."""
-    par = job_parallelism(job)
+def build_job_graph(job: Job, parallelism: Parallelism | None = None) -> JobGraph:
+    """``job``'s worker graph from its model, gradient size and parallelism.
+
+    Args:
+        job: The job.
+        parallelism: Degrees to use instead of `job_parallelism` (the
+            performance model passes the ones it checked against the GPUs).
+    """
+    par = parallelism if parallelism is not None else job_parallelism(job)
     shape = model_shape(job)
     tp, pp, dp = edge_bytes(shape, par, job.gradient_bytes if job.gradient_bytes > 0 else None)
     return mixed_parallel_graph(par, tp_bytes=tp, pp_bytes=pp, dp_bytes=dp)
