@@ -69,8 +69,6 @@ class PerfConfig:
             `datasheet_speedup` (A100 about 2.08x, H100 about 5.43x).
         pipeline_microbatches: Micro-batches per step for pipeline-parallel
             jobs; the bubble costs (p-1)/m of compute (GPipe's estimate).
-        tensor_comm_factor: Tensor-parallel traffic per step, as a multiple of
-            the gradient bytes of one shard (assumption, see docs).
         large_model_frac: ``(min GPUs, probability)`` pairs: a job without a
             model and at least that many GPUs is given a large language model
             with that probability (assumption: large models need many GPUs).
@@ -89,7 +87,6 @@ class PerfConfig:
     v100_peak_tflops: float = 125.0
     gpu_speedup_vs_v100: Mapping[str, float] = field(default_factory=_default_speedups)
     pipeline_microbatches: int = 8
-    tensor_comm_factor: float = 2.0
     large_model_frac: tuple[tuple[int, float], ...] = ((2, 0.2), (9, 0.5), (16, 0.75))
 
     def __post_init__(self) -> None:
