@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+from bisect import bisect_right
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -68,37 +69,72 @@ class JobBand:
 
 def sampled_durations(snapshot: ClusterSnapshot, rng: np.random.Generator,
                       correlation: float | None = None) -> dict[str, float]:
-    """One draw of every job's total duration.
+    """One draw of every job's total duration (`durations.sample_total_s` for each).
 
     The quantiles drawn follow a Gaussian copula: every job's normal score is
     ``sqrt(correlation) * common + sqrt(1 - correlation) * own``. Prediction
     errors of jobs in one cluster move together (a busy week, a new model
     version); drawn independently they cancel along a queue and the band comes
     out far too narrow. ``correlation`` defaults to the snapshot's
-    ``error_correlation``, fitted on the cluster's finished jobs
-    (`durations.error_correlation`; 0.5 where there were too few).
+    ``error_correlation`` (0.5 unless it was fitted, see docs/forecast.md).
     """
     from scipy.special import ndtr
 
     if correlation is None:
         correlation = snapshot.error_correlation
-
-    now = snapshot.taken_at_s
-    error = snapshot.duration_error
-    predicted = snapshot.predicted_duration_s
-    out: dict[str, float] = {}
-    states = (*snapshot.running, *snapshot.pending)
+    quantiles = _quantiles_of(snapshot)
     common = rng.standard_normal()
-    own = rng.standard_normal(len(states) + len(snapshot.arrivals))
-    draws = ndtr(math.sqrt(correlation) * common + math.sqrt(1.0 - correlation) * own)
-    for u, state in zip(draws, states):
-        elapsed = done_s(state, now) if state.status.value == "running" else 0.0
-        out[state.job_id] = sample_total_s(predicted[state.job_id], elapsed,
-                                           ratios_for(state.job, error), float(u))
-    for u, job in zip(draws[len(states):], snapshot.arrivals):
-        out[job.job_id] = sample_total_s(predicted.get(job.job_id, job.duration_s), 0.0,
-                                         ratios_for(job, error), float(u))
-    return out
+    own = rng.standard_normal(len(quantiles.job_ids))
+    return quantiles.at(ndtr(math.sqrt(correlation) * common + math.sqrt(1.0 - correlation) * own))
+
+
+class _Quantiles:
+    """Every job's total duration as a function of the quantile drawn for it.
+
+    `durations.sample_total_s`, with what depends only on the snapshot (the
+    prediction, the work done, which ratios a job draws from) worked out
+    once, so that a sample costs a few array operations per ratio group.
+    """
+
+    def __init__(self, snapshot: ClusterSnapshot) -> None:
+        now, error, predicted = snapshot.taken_at_s, snapshot.duration_error, snapshot.predicted_duration_s
+        jobs = [(state.job, predicted[state.job_id],
+                 done_s(state, now) if state.status.value == "running" else 0.0)
+                for state in (*snapshot.running, *snapshot.pending)]
+        jobs += [(job, predicted.get(job.job_id, job.duration_s), 0.0) for job in snapshot.arrivals]
+        self.job_ids = [job.job_id for job, _, _ in jobs]
+        self.fixed = np.empty(len(jobs))  # the value of jobs whose draw does not matter
+        drawn: dict[int, tuple[Sequence[float], list[int], list[int], list[float]]] = {}
+        for position, (job, predicted_s, elapsed_s) in enumerate(jobs):
+            ratios = ratios_for(job, error)
+            low = bisect_right(ratios, elapsed_s / predicted_s) if elapsed_s > 0 and ratios else 0
+            if low >= len(ratios):  # no ratio, or none this long: no quantile to draw
+                self.fixed[position] = sample_total_s(predicted_s, elapsed_s, ratios, 0.0)
+                continue
+            _, positions, lows, predictions = drawn.setdefault(id(ratios), (ratios, [], [], []))
+            positions.append(position)
+            lows.append(low)
+            predictions.append(predicted_s)
+        self.groups = [(np.asarray(ratios), np.asarray(positions), np.asarray(lows),
+                        len(ratios) - np.asarray(lows), np.asarray(predictions))
+                       for ratios, positions, lows, predictions in drawn.values()]
+
+    def at(self, u: np.ndarray) -> dict[str, float]:
+        """Durations by job id for quantiles ``u`` (in `job_ids` order)."""
+        values = self.fixed.copy()
+        for ratios, positions, lows, spans, predictions in self.groups:
+            index = lows + np.minimum((u[positions] * spans).astype(np.int64), spans - 1)
+            values[positions] = np.maximum(predictions * ratios[index], 1e-3)
+        return dict(zip(self.job_ids, values.tolist()))
+
+
+_LAST_QUANTILES: list[tuple[ClusterSnapshot, _Quantiles]] = []  # the last snapshot's, reused by its samples
+
+
+def _quantiles_of(snapshot: ClusterSnapshot) -> _Quantiles:
+    if not _LAST_QUANTILES or _LAST_QUANTILES[0][0] is not snapshot:
+        _LAST_QUANTILES[:] = [(snapshot, _Quantiles(snapshot))]
+    return _LAST_QUANTILES[0][1]
 
 
 def one_sample(snapshot: ClusterSnapshot, seed: int, index: int, n_samples: int,
