@@ -102,3 +102,18 @@ def test_select_rejects_bad_filters() -> None:
     assert caught.value.field == "first_n"
     with pytest.raises(InputError):
         _grouped().select(start_s=5.0, end_s=5.0)
+
+
+def test_job_with_changes_replaces_only_the_named_fields() -> None:
+    import dataclasses
+
+    import pytest
+
+    from rackwise.workload.job import Job
+
+    job = Job("j", 5.0, 2, 100.0, group="vc1", tags=(("k", "v"),))
+    changed = job.with_changes(duration_s=50.0, total_iters=7.0, model="resnet50")
+    assert changed == dataclasses.replace(job, duration_s=50.0, total_iters=7.0, model="resnet50")
+    assert job.duration_s == 100.0  # the original is untouched
+    with pytest.raises(TypeError, match="no field 'colour'"):
+        job.with_changes(colour="red")
