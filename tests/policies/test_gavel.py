@@ -78,6 +78,63 @@ def test_g6_finish_time_fairness_equals_las_when_fresh() -> None:
     assert rho == pytest.approx(1.0, rel=2e-3)
 
 
+def _ftf_by_bisection(rates: np.ndarray, remaining: np.ndarray, age: np.ndarray, iso: np.ndarray,
+                     n_gpus: np.ndarray, capacity: np.ndarray) -> float:
+    """Min max rho the straightforward way: bisection on r, one dense LP per step, row by row."""
+    from scipy.optimize import linprog
+
+    n_jobs, n_types = rates.shape
+    thr_iso = (rates * np.where(rates > 0, lp.isolated_share(n_gpus, capacity), 0.0)).sum(axis=1)
+    denom = iso + remaining / thr_iso
+
+    def feasible(r: float) -> bool:
+        rows, bounds = [], []
+        for m in range(n_jobs):  # thr_m(X) * (r * denom_m - age_m) >= remaining_m; sum_j X[m] <= 1
+            row = np.zeros(n_jobs * n_types)
+            row[m * n_types:(m + 1) * n_types] = -rates[m] * (r * denom[m] - age[m])
+            rows.append((row, -remaining[m]))
+            row = np.zeros(n_jobs * n_types)
+            row[m * n_types:(m + 1) * n_types] = 1.0
+            rows.append((row, 1.0))
+        for j in range(n_types):  # sum_m n_gpus[m] * X[m, j] <= capacity[j]
+            row = np.zeros(n_jobs * n_types)
+            row[j::n_types] = n_gpus
+            rows.append((row, capacity[j]))
+        for m in range(n_jobs):
+            bounds.extend((0.0, 1.0 if rates[m, j] > 0 else 0.0) for j in range(n_types))
+        result = linprog(np.zeros(n_jobs * n_types), A_ub=np.array([r for r, _ in rows]),
+                         b_ub=np.array([b for _, b in rows]), bounds=bounds, method="highs")
+        return bool(result.status == 0)
+
+    lo, hi = float(np.max(age / denom)), float(np.max((age + remaining / thr_iso) / denom))
+    while hi - lo > 1e-9 * hi:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (lo, mid) if feasible(mid) else (mid, hi)
+    return hi
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_finish_time_fairness_matches_bisection_on_random_instances(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n_jobs = 12
+    rates = rng.uniform(0.2, 3.0, size=(n_jobs, 3)) * (rng.random((n_jobs, 3)) > 0.3)
+    rates[:, 0] = np.maximum(rates[:, 0], 0.1)  # every job can run somewhere
+    n_gpus = rng.choice([1.0, 2.0, 4.0], size=n_jobs)
+    capacity = np.array([8.0, 4.0, 8.0])
+    remaining = rng.uniform(1e3, 1e5, size=n_jobs)
+    age = rng.uniform(0.0, 2e4, size=n_jobs) * (rng.random(n_jobs) > 0.3)
+    iso = age * rng.uniform(0.0, 1.0, size=n_jobs)
+    x, rho = lp.finish_time_fairness(rates, remaining, age, iso, n_gpus, capacity)
+    expected = _ftf_by_bisection(rates, remaining, age, iso, n_gpus, capacity)
+    assert expected * (1 - 1e-6) <= rho <= expected * (1 + 1e-3)  # within the default rel_tol
+    # X is feasible and attains the value returned.
+    assert np.all(x.sum(axis=1) <= 1 + 1e-6) and np.all((x * n_gpus[:, None]).sum(axis=0) <= capacity + 1e-6)
+    assert np.all(x[rates == 0] == 0)
+    thr_iso = (rates * np.where(rates > 0, lp.isolated_share(n_gpus, capacity), 0.0)).sum(axis=1)
+    attained = (age + remaining / (rates * x).sum(axis=1)) / (iso + remaining / thr_iso)
+    assert attained.max() == pytest.approx(rho, rel=1e-12)
+
+
 def test_g7_mechanism_rotates_three_jobs_on_two_gpus() -> None:
     perf = TablePerf({("m", "v100"): 1.0})
     topology = cluster(("v100", 1, 2))
@@ -101,11 +158,12 @@ def test_g9_job_wider_than_every_type_waits_without_span_types() -> None:
     assert result.records[0].finish_time == pytest.approx(900 / 2.5)
 
 
-def test_lp_failure_keeps_previous_allocation(monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("objective", ["max_min_fairness", "finish_time_fairness"])
+def test_lp_failure_keeps_previous_allocation(objective: str, monkeypatch: pytest.MonkeyPatch,
                                               caplog: pytest.LogCaptureFixture) -> None:
     perf = TablePerf({("a", "v100"): 4, ("a", "k80"): 1, ("b", "v100"): 4, ("b", "k80"): 2})
     jobs = [job("A", "a", 1e6), job("B", "b", 1e6), job("C", "a", 1e6, submit=100.0)]
-    sim, policy = _first_round(V100_K80, jobs, perf)
+    sim, policy = _first_round(V100_K80, jobs, perf, objective=objective)
     before = {k: v.copy() for k, v in policy.alloc_.items()}
 
     def broken(*args: object) -> np.ndarray:

@@ -10,8 +10,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rackwise.policies.hadar import Hadar
-from rackwise.policies.parts.primal_dual import (Option, PriceBook, best_plan, cheapest_gpus,
-                                                 position_prices, sigmoid_utility)
+from rackwise.policies.parts.primal_dual import (
+    Option,
+    PriceBook,
+    best_plan,
+    cheapest_gpus,
+    position_prices,
+    sigmoid_utility,
+)
 from rackwise.sim.engine import Simulator, simulate
 
 from .hetero_support import TablePerf, cluster, job
@@ -21,7 +27,7 @@ def test_h1_price_curve_and_marginal_cost() -> None:
     assert position_prices(1.0, 16.0, 4) == pytest.approx([1, 2, 4, 8])
     book = PriceBook([4], 1.0, [16.0], horizon=1)
     assert book.cost(0, 0, 2) == pytest.approx(3.0)
-    book.load[0, 0] = 2
+    book.take(0, 0, 2)
     assert book.cost(0, 0, 2) == pytest.approx(12.0)
 
 
@@ -71,8 +77,9 @@ def test_h3_mixed_option_progress(model: str, progress_per_s: float) -> None:
     topology = cluster(("v100", 1, 2), ("k80", 1, 2))
     perf = TablePerf({("a", "v100"): 10.0, ("a", "k80"): 2.5})
     _, policy = _hadar_on(topology, perf, [job("A", "a", 900, n_gpus=2)], progress_model=model)
-    book = PriceBook([2, 2], 1.0, [1.0, 1.0], horizon=1)
-    book.load[0] = [1, 1]  # one free V100 on node 0, one free K80 on node 1
+    book = PriceBook([2, 2], 1.0, [1.0, 1.0], horizon=1, groups=policy.node_type_)
+    book.take(0, 0, 1)  # one free V100 on node 0, one free K80 on node 1
+    book.take(0, 1, 1)
     rates = np.array([2.5, 10.0])  # (k80, v100): types sort by name
     options = policy._options(book, 0, rates, 2)
     assert max(o.progress for o in options) == pytest.approx(360.0 * progress_per_s)

@@ -18,16 +18,27 @@ per-task share). In simulation the performance model decides the real rate.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import ClassVar, Literal
 
 import numpy as np
 
 from rackwise.cluster.view import ClusterView
 from rackwise.policies.base import BasePolicy, Decisions, Start
-from rackwise.policies.parts.heterogeneity import RoundClock, TypeThroughputs, representative_gpus
-from rackwise.policies.parts.primal_dual import (Option, PriceBook, best_plan, cheapest_gpus,
-                                                 sigmoid_utility)
+from rackwise.policies.parts.heterogeneity import (
+    RoundClock,
+    TypeThroughputs,
+    representative_gpus,
+)
+from rackwise.policies.parts.primal_dual import (
+    Option,
+    PriceBook,
+    best_plan,
+    cheapest_gpus,
+    sigmoid_utility,
+)
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState, Status
 
@@ -128,13 +139,14 @@ class Hadar(BasePolicy):
         lower = 0.5 * min(v for _, _, v in densities)
         upper = [max([v for r, v, _ in densities if r == t] or [lower]) for t in range(theta.shape[1])]
         book = PriceBook([n.n_gpus for n in view.topology.nodes], lower,
-                         [max(upper[t], lower) for t in self.node_type_], self.horizon_slots)
+                         [max(upper[t], lower) for t in self.node_type_], self.horizon_slots,
+                         groups=self.node_type_)
         if self.order == "utility_density":
             jobs.sort(key=lambda j: -self._f(j[3] + 1, j[4]) / (j[0].job.n_gpus * self.d_min_[j[0].job_id]))
         layouts: dict[str, Layout] = {}
         for state, rates, remaining, elapsed, gamma3 in jobs:
             rows = [self._options(book, t, rates, state.job.n_gpus) for t in range(book.horizon)]
-            plan = best_plan(rows, remaining, lambda t: self._f(elapsed + t + 1, gamma3),
+            plan = best_plan(rows, remaining, partial(self._finish_utility, elapsed, gamma3),
                              self.max_wait_slots)
             if plan is None:
                 continue
@@ -148,23 +160,30 @@ class Hadar(BasePolicy):
     def _f(self, slots: float, gamma3: float) -> float:
         return sigmoid_utility(slots, self.utility_gamma1, self.utility_gamma2, gamma3)
 
+    def _finish_utility(self, elapsed: int, gamma3: float, t: int) -> float:
+        """Utility of finishing in slot t of this round's plan (slot 0 is now)."""
+        return self._f(elapsed + t + 1, gamma3)
+
     def _options(self, book: PriceBook, slot: int, rates: np.ndarray, n_gpus: int) -> list[Option]:
         """Non-dominated ways to hold the job's GPUs in one slot (§3.3, rules of §3.5)."""
         delta = self.round_s
         options: list[Option] = []
-        for r in np.flatnonzero(rates > 0):
-            picked = self._local(book, slot, self.type_nodes_[r], n_gpus)
+        usable = [int(r) for r in np.flatnonzero(rates > 0)]
+        for r in usable:
+            picked = self._local(book, slot, (r,), n_gpus)
             if picked is None:
                 continue
             cost, take = picked
-            spread = len(take) > self._min_nodes(int(r), n_gpus)
+            spread = len(take) > self._min_nodes(r, n_gpus)
             options.append(Option(cost, delta * rates[r] * (self.spread_factor if spread else 1.0), take))
         if options:
             return _non_dominated(options)
         # No single type has room: mix types (the task-level freedom).
-        for r in np.flatnonzero(rates > 0):
-            allowed = [n for t in np.flatnonzero(rates >= rates[r]) for n in self.type_nodes_[t]]
-            picked = cheapest_gpus(book, slot, sorted(allowed), n_gpus)
+        for r in usable:
+            allowed = [int(t) for t in np.flatnonzero(rates >= rates[r])]
+            if book.free_in(slot, allowed) < n_gpus:
+                continue
+            picked = cheapest_gpus(book, slot, book.with_free(slot, allowed), n_gpus)
             if picked is None:
                 continue
             cost, take = picked
@@ -176,20 +195,19 @@ class Hadar(BasePolicy):
             options.append(Option(cost, delta * rate, take))
         return _non_dominated(options)
 
-    def _local(self, book: PriceBook, slot: int, nodes: tuple[int, ...],
+    def _local(self, book: PriceBook, slot: int, types: Sequence[int],
                n_gpus: int) -> tuple[float, tuple[tuple[int, int], ...]] | None:
-        """GPUs of one type: the cheapest single node that fits, else the fewest nodes."""
-        free = [(book.free(slot, n), n) for n in nodes]
-        if sum(f for f, _ in free) < n_gpus:
+        """GPUs of the given types: the cheapest single node that fits, else the fewest nodes."""
+        if book.free_in(slot, types) < n_gpus:
             return None
-        fitting = [(book.cost(slot, n, n_gpus), n) for f, n in free if f >= n_gpus]
-        if fitting:
-            cost, node = min(fitting)
+        fitting = book.cheapest_node(slot, types, n_gpus)
+        if fitting is not None:
+            cost, node = fitting
             return cost, ((node, n_gpus),)
         take: list[tuple[int, int]] = []
         need = n_gpus
-        for f, node in sorted(free, key=lambda fn: (-fn[0], fn[1])):
-            k = min(f, need)
+        for node, free in book.most_free_first(slot, types):
+            k = min(free, need)
             take.append((node, k))
             need -= k
             if need == 0:
@@ -207,20 +225,18 @@ class Hadar(BasePolicy):
     def _backfill(self, view: ClusterView, jobs: list[JobState], theta: np.ndarray,
                   active: list[JobState], layouts: dict[str, Layout]) -> None:
         """Give GPUs no plan uses to waiting jobs that can use them, oldest first."""
-        book = used_book(view, layouts)
+        book = used_book(view, layouts, self.node_type_)
         rate_of = {s.job_id: r for s, r in zip(active, theta)}
         waiting = [s for s in jobs if s.job_id not in layouts]
         for state in waiting:
             rates = rate_of[state.job_id]
-            usable = [int(r) for r in np.argsort(-rates, kind="stable") if rates[r] > 0]
+            usable = tuple(int(r) for r in np.argsort(-rates, kind="stable") if rates[r] > 0)
             # One type if any has room (fastest first), else any usable GPUs.
-            pools = [self.type_nodes_[r] for r in usable]
-            pools.append(tuple(sorted(n for r in usable for n in self.type_nodes_[r])))
-            for nodes in pools:
-                picked = self._local(book, 0, nodes, state.job.n_gpus)
+            for types in [*((r,) for r in usable), usable]:
+                picked = self._local(book, 0, types, state.job.n_gpus)
                 if picked is not None:
                     for node, n in picked[1]:
-                        book.load[0, node] += n
+                        book.take(0, node, n)
                     layouts[state.job_id] = (picked[1],)
                     break
 
@@ -271,14 +287,15 @@ def current_layout(gpu_node: tuple[int, ...], state: JobState) -> Layout:
     return tuple(layout)
 
 
-def used_book(view: ClusterView, layouts: dict[str, Layout]) -> PriceBook:
-    """A one-slot book (flat prices) whose load is what ``layouts`` take."""
+def used_book(view: ClusterView, layouts: dict[str, Layout], node_type: Sequence[int]) -> PriceBook:
+    """A one-slot book (flat prices, nodes grouped by ``node_type``) whose load is what ``layouts`` take."""
     topology = view.topology
-    book = PriceBook([n.n_gpus for n in topology.nodes], 1.0, [1.0] * topology.n_nodes, 1)
+    book = PriceBook([n.n_gpus for n in topology.nodes], 1.0, [1.0] * topology.n_nodes, 1,
+                     groups=node_type)
     for job_id in sorted(layouts):
         for take in layouts[job_id]:
             for node, n in take:
-                book.load[0, node] += n
+                book.take(0, node, n)
     return book
 
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from rackwise.cluster.view import ClusterView
 from rackwise.policies.hadar import Hadar, Layout, used_book
+from rackwise.policies.parts.primal_dual import PriceBook
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState
 
@@ -82,29 +83,37 @@ class HadarE(Hadar):
     def _add_copies(self, view: ClusterView, active: list[JobState], theta: np.ndarray,
                     layouts: dict[str, Layout]) -> None:
         """Round-robin over running jobs (in planning order): one more copy each per pass."""
-        topology = view.topology
-        book = used_book(view, layouts)
-        cap = self.max_copies if self.max_copies is not None else topology.n_nodes
+        book = used_book(view, layouts, self.node_type_)
+        cap = self.max_copies if self.max_copies is not None else view.topology.n_nodes
         rate_of = {s.job_id: r for s, r in zip(active, theta)}
         forkable = [s for s in active if s.job_id in layouts]
-        added = True
-        while added:
-            added = False
-            for state in forkable:
-                layout = layouts[state.job_id]
-                n = state.job.n_gpus
-                if len(layout) >= cap:
-                    continue
-                used = {node for take in layout for node, _ in take}
-                rates = rate_of[state.job_id]
-                # The fastest type first, then the emptiest node, then the lowest id.
-                candidates = [(-rates[self.node_type_[h]], -book.free(0, h), h)
-                              for h in range(topology.n_nodes)
-                              if h not in used and book.free(0, h) >= n
-                              and rates[self.node_type_[h]] > 0]
-                if not candidates:
-                    continue
-                node = min(candidates)[2]
-                book.load[0, node] += n
-                layouts[state.job_id] = layout + (((node, n),),)
-                added = True
+        while forkable:
+            # A job that gets no copy in a pass never will (nodes only fill up): drop it.
+            forkable = [s for s in forkable if self._fork(book, s, rate_of[s.job_id], cap, layouts)]
+
+    def _fork(self, book: PriceBook, state: JobState, rates: np.ndarray, cap: int,
+              layouts: dict[str, Layout]) -> bool:
+        """Add one copy of the job on the best node left, if any; whether one was added."""
+        layout = layouts[state.job_id]
+        n = state.job.n_gpus
+        if len(layout) >= cap:
+            return False
+        used = {node for take in layout for node, _ in take}
+        node = self._copy_node(book, rates, n, used)
+        if node is None:
+            return False
+        book.take(0, node, n)
+        layouts[state.job_id] = layout + (((node, n),),)
+        return True
+
+    def _copy_node(self, book: PriceBook, rates: np.ndarray, n_gpus: int,
+                   used: set[int]) -> int | None:
+        """The fastest type first, then the emptiest node, then the lowest id; None if none fits."""
+        for rate in sorted({float(r) for r in rates if r > 0}, reverse=True):
+            types = [int(t) for t in np.flatnonzero(rates == rate)]
+            for node, free in book.most_free_first(0, types):
+                if free < n_gpus:
+                    break
+                if node not in used:
+                    return node
+        return None

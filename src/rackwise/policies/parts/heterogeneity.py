@@ -79,6 +79,7 @@ class TypeThroughputs:
                                   for t in self.types], dtype=float)
         self.extrapolate = extrapolate
         self._cache: dict[str, np.ndarray] = {}
+        self._placements: dict[tuple[str, int], tuple[int, ...] | None] = {}
 
     def of(self, view: ClusterView, state: JobState) -> np.ndarray:
         """Rates of one job on each type (in ``self.types`` order); do not modify."""
@@ -90,13 +91,20 @@ class TypeThroughputs:
         for j, gpu_type in enumerate(self.types):
             cap = int(self.capacity[j])
             n = job.n_gpus if cap >= job.n_gpus or not self.extrapolate else cap
-            gpus = representative_gpus(self.topology, self.nodes[gpu_type], n)
+            gpus = self._placement(gpu_type, n)
             if gpus is None or n == 0:
                 continue
             rates[j] = view.perf.rate(job, gpus, view.running)
         rates[~np.isfinite(rates)] = 0.0
         self._cache[state.job_id] = rates
         return rates
+
+    def _placement(self, gpu_type: str, n_gpus: int) -> tuple[int, ...] | None:
+        # Depends on the type and size only; asked for every job, so kept.
+        key = (gpu_type, n_gpus)
+        if key not in self._placements:
+            self._placements[key] = representative_gpus(self.topology, self.nodes[gpu_type], n_gpus)
+        return self._placements[key]
 
     def matrix(self, view: ClusterView, states: Sequence[JobState]) -> np.ndarray:
         """A jobs x types matrix of rates."""

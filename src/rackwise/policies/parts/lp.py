@@ -75,6 +75,28 @@ def _with_epigraph(coef: np.ndarray, active: np.ndarray, a_base: Any) -> tuple[A
     return epi, base
 
 
+def _level_lp(coef: np.ndarray, offset: np.ndarray | None, rates: np.ndarray, n_gpus: np.ndarray,
+              capacity: np.ndarray) -> tuple[np.ndarray, Any, Any, np.ndarray, np.ndarray, float]:
+    """Maximise ``t = min_m (sum_j coef[m, j] X[m, j] - offset[m])`` over the active jobs.
+
+    Returns (flat X, epigraph rows, base rows, base bounds, X's upper bounds, t).
+    """
+    sparse, _ = _scipy()
+    n_jobs, n_types = coef.shape
+    active = (coef > 0).any(axis=1) & (rates > 0).any(axis=1)
+    a_base, b_base, ub = _base(rates, n_gpus, capacity)
+    epi, base = _with_epigraph(coef, active, a_base)
+    a_ub = sparse.vstack([epi, base], format="csr")
+    # The LP's t is the level plus ``shift`` so that X = 0, t = 0 is feasible (t is >= 0).
+    rhs = np.zeros(epi.shape[0]) if offset is None else -offset[active]
+    shift = max(0.0, -float(rhs.min())) if len(rhs) else 0.0
+    b_ub = np.concatenate([rhs + shift, b_base])
+    c = np.zeros(n_jobs * n_types + 1)
+    c[-1] = -1.0
+    x = SOLVE(c, a_ub, b_ub, np.append(ub, np.inf))
+    return x[:-1], epi, a_base, b_base, ub, float(x[-1]) - shift
+
+
 def max_min(coef: np.ndarray, rates: np.ndarray, n_gpus: np.ndarray, capacity: np.ndarray, *,
             second_stage: bool = True, tolerance: float = 1e-6) -> np.ndarray:
     """Maximise ``min_m sum_j coef[m, j] X[m, j]`` over the jobs that can run somewhere.
@@ -87,24 +109,15 @@ def max_min(coef: np.ndarray, rates: np.ndarray, n_gpus: np.ndarray, capacity: n
     n_jobs, n_types = coef.shape
     if n_jobs == 0:
         return np.zeros((0, n_types))
-    active = (coef > 0).any(axis=1) & (rates > 0).any(axis=1)
-    a_base, b_base, ub = _base(rates, n_gpus, capacity)
-    if not active.any():
+    if not ((coef > 0).any(axis=1) & (rates > 0).any(axis=1)).any():
         return np.zeros((n_jobs, n_types))
-    epi, base = _with_epigraph(coef, active, a_base)
-    a_ub = sparse.vstack([epi, base], format="csr")
-    b_ub = np.concatenate([np.zeros(epi.shape[0]), b_base])
-    c = np.zeros(n_jobs * n_types + 1)
-    c[-1] = -1.0
-    x = SOLVE(c, a_ub, b_ub, np.append(ub, np.inf))
-    level = x[-1]
+    x, epi, a_base, b_base, ub, level = _level_lp(coef, None, rates, n_gpus, capacity)
     if second_stage and level > 0:
         # Fix t at (just under) the optimum; maximise the total instead.
         a_ub2 = sparse.vstack([epi[:, :-1], a_base], format="csr")
         b_ub2 = np.concatenate([np.full(epi.shape[0], -level * (1.0 - tolerance)), b_base])
         x = SOLVE(-coef.ravel() / float(coef.max()), a_ub2, b_ub2, ub)
-        return _clip(x.reshape(n_jobs, n_types))
-    return _clip(x[:-1].reshape(n_jobs, n_types))
+    return _clip(x.reshape(n_jobs, n_types))
 
 
 def min_makespan(rates: np.ndarray, remaining: np.ndarray, n_gpus: np.ndarray,
@@ -149,50 +162,95 @@ def isolated_share(n_gpus: np.ndarray, capacity: np.ndarray) -> np.ndarray:
 
 def finish_time_fairness(rates: np.ndarray, remaining: np.ndarray, age_s: np.ndarray,
                          isolated_s: np.ndarray, n_gpus: np.ndarray, capacity: np.ndarray, *,
-                         rel_tol: float = 1e-3) -> tuple[np.ndarray, float]:
-    """Minimise ``max_m rho_m`` (Themis finish-time fairness, gavel.md §3.2) by bisection.
+                         rel_tol: float = 1e-3, max_steps: int = 50) -> tuple[np.ndarray, float]:
+    """Minimise ``max_m rho_m`` (Themis finish-time fairness, gavel.md §3.2); returns (X, max rho).
 
-    ``rho_m = (age_s + remaining / thr(X)) / (isolated_s + remaining / thr(X_iso))``.
-    For a fixed bound r, ``rho_m <= r`` is the linear condition
-    ``thr_m(X) >= remaining_m / (r * denom_m - age_m)``; the smallest
-    feasible r is found to ``rel_tol``. Returns (X, max rho).
+    ``rho_m = (age_s + remaining / thr(X)) / (isolated_s + remaining / thr(X_iso))``, a
+    ratio of affine functions of X, so this is a generalised fractional program. Each
+    step (the Dinkelbach-type method of Crouzeix, Ferland and Schaible) solves one LP:
+    minimise the largest rho_m linearised around the current X; the new X is kept if its
+    largest rho is lower. Once a step gains less than ``rel_tol``, one more LP checks that
+    no X has every ``rho_m <= (1 - rel_tol) * bound``; if one has, the steps go on from it.
+    As with bisection on the bound, the answer is within ``rel_tol`` of the optimum (and
+    is the largest rho the returned X attains), but usually after two to four LPs where
+    bisection took about ten. ``max_steps`` only guards the loop. Raises `LPError` if an
+    LP fails.
     """
     n_jobs, n_types = rates.shape
-    thr_iso = (rates * isolated_share(n_gpus, capacity)).sum(axis=1)
+    x_iso = np.where(rates > 0, isolated_share(n_gpus, capacity), 0.0)
+    thr_iso = (rates * x_iso).sum(axis=1)
     runnable = (rates > 0).any(axis=1) & (thr_iso > 0) & (remaining > 0)
     if not runnable.any():
         return np.zeros((n_jobs, n_types)), 0.0
-    denom = isolated_s + np.where(runnable, remaining / np.maximum(thr_iso, 1e-300), 1.0)
-
-    def feasible(r: float) -> np.ndarray | None:
-        slack = r * denom - age_s
-        if np.any(slack[runnable] <= 0):
-            return None
-        need = np.zeros(n_jobs)
-        need[runnable] = remaining[runnable] / slack[runnable]
-        coef = np.zeros_like(rates, dtype=float)
-        coef[runnable] = rates[runnable] / need[runnable, None]
-        try:
-            x = max_min(coef, rates, n_gpus, capacity, second_stage=False)
-        except LPError:
-            return None
-        level = (coef[runnable] * x[runnable]).sum(axis=1).min()
-        return x if level >= 1.0 - 1e-9 else None
-
-    x_iso = isolated_share(n_gpus, capacity)
-    hi = float(np.max(np.where(runnable, (age_s + remaining / np.maximum(thr_iso, 1e-300)) / denom, 0)))
-    lo = float(np.max(np.where(runnable, age_s / denom, 0)))
-    best = feasible(hi)
-    if best is None:  # numerically at the edge: X_iso itself achieves hi
-        best = np.where(rates > 0, x_iso, 0.0)
-    while hi - lo > rel_tol * hi:
-        mid = 0.5 * (lo + hi)
-        x = feasible(mid)
+    problem = _FinishTimeLPs(rates, remaining, age_s, isolated_s, n_gpus, capacity, runnable, thr_iso)
+    best, bound = x_iso, problem.worst(x_iso)  # X_iso is feasible: start from what it attains
+    for _ in range(max_steps):
+        x = problem.step(best)
+        value = problem.worst(x)
+        converging = value < bound * (1.0 - rel_tol)
+        if value < bound:
+            best, bound = x, value
+        if converging:
+            continue  # another step is cheaper than a check
+        x = problem.feasible(bound * (1.0 - rel_tol))
         if x is None:
-            lo = mid
-        else:
-            hi, best = mid, x
-    return best, hi
+            break  # no X is ``rel_tol`` better than ``best``
+        best, bound = x, problem.worst(x)
+    return best, bound
+
+
+class _FinishTimeLPs:
+    """The LPs of `finish_time_fairness` for one instance (runnable jobs only count)."""
+
+    def __init__(self, rates: np.ndarray, remaining: np.ndarray, age_s: np.ndarray,
+                 isolated_s: np.ndarray, n_gpus: np.ndarray, capacity: np.ndarray,
+                 runnable: np.ndarray, thr_iso: np.ndarray) -> None:
+        self.rates, self.n_gpus, self.capacity, self.runnable = rates, n_gpus, capacity, runnable
+        self.rates_r = rates[runnable]
+        self.remaining_r, self.age_r = remaining[runnable], age_s[runnable]
+        self.denom = isolated_s[runnable] + self.remaining_r / thr_iso[runnable]
+
+    def _thr(self, x: np.ndarray) -> np.ndarray:
+        return (self.rates_r * x[self.runnable]).sum(axis=1)
+
+    def worst(self, x: np.ndarray) -> float:
+        """The largest rho_m that X attains."""
+        thr = self._thr(x)
+        return float(np.max((self.age_r + self.remaining_r / np.maximum(thr, 1e-300)) / self.denom))
+
+    def _lp(self, coef_r: np.ndarray, offset_r: np.ndarray | None) -> tuple[np.ndarray, float]:
+        coef = np.zeros_like(self.rates, dtype=float)
+        coef[self.runnable] = coef_r
+        offset = None
+        if offset_r is not None:
+            offset = np.zeros(len(self.rates))
+            offset[self.runnable] = offset_r
+        x, *_, level = _level_lp(coef, offset, self.rates, self.n_gpus, self.capacity)
+        return _clip(x.reshape(self.rates.shape)), level
+
+    def step(self, x_now: np.ndarray) -> np.ndarray:
+        """X minimising the largest rho_m linearised around X_now (where it is r = worst(X_now)).
+
+        ``rho_m(X) <= r - t`` is ``g_m * thr_m(X) - remaining_m >= t * denom_m * thr_m(X)``,
+        with ``g_m = r * denom_m - age_m``; replacing thr_m(X) by thr_m(X_now) on the right
+        makes it linear, and the LP maximises t.
+        """
+        r = self.worst(x_now)
+        scale = self.denom * self._thr(x_now)
+        gain = (r * self.denom - self.age_r) / scale
+        return self._lp(self.rates_r * gain[:, None], self.remaining_r / scale)[0]
+
+    def feasible(self, r: float) -> np.ndarray | None:
+        """An X with every ``rho_m <= r``, or None if there is none.
+
+        ``rho_m <= r`` is ``thr_m(X) * (r * denom_m - age_m) / remaining_m >= 1``: the
+        max-min LP of the left-hand sides tells.
+        """
+        slack = r * self.denom - self.age_r
+        if np.any(slack <= 0):
+            return None  # rho_m > age_m / denom_m whatever X is
+        x, level = self._lp(self.rates_r * (slack / self.remaining_r)[:, None], None)
+        return x if level >= 1.0 - 1e-9 else None
 
 
 def _clip(x: np.ndarray) -> np.ndarray:

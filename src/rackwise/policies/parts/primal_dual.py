@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Sequence
+from bisect import bisect_left, insort
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -145,36 +146,123 @@ def best_plan(options: Sequence[Sequence[Option]], work: float, utility: Callabl
 class PriceBook:
     """Committed GPUs per node and slot over a short horizon, and their prices.
 
-    Row ``horizon-1`` stands for every later slot.
+    Row ``horizon-1`` stands for every later slot. ``groups`` labels the nodes
+    (Hadar: by GPU type; default: all in one group) so that questions can be
+    asked of some groups only. Nodes of one group with the same capacity and
+    price curve form a class, and each class keeps its nodes sorted by load:
+    the questions a planner asks for every job (free GPUs, the cheapest node
+    with room, nodes by free GPUs) then cost in classes x loads, not in nodes.
+    ``load`` is read-only: change it with `take` or `commit`.
     """
 
     def __init__(self, capacity: Sequence[int], lower: float, upper: Sequence[float],
-                 horizon: int) -> None:
+                 horizon: int, groups: Sequence[int] | None = None) -> None:
         self.capacity = np.asarray(capacity, dtype=int)
-        self.load = np.zeros((horizon, len(capacity)), dtype=int)
-        self._cum = [np.concatenate([[0.0], np.cumsum(position_prices(lower, u, c))])
-                     for u, c in zip(upper, self.capacity)]
+        n_nodes = len(self.capacity)
+        labels = [0] * n_nodes if groups is None else [int(g) for g in groups]
+        self._load = np.zeros((horizon, n_nodes), dtype=int)
+        self.load = self._load.view()
+        self.load.flags.writeable = False
+        keys: dict[tuple[int, int, float], int] = {}
+        self._class_of = [keys.setdefault((g, int(c), float(u)), len(keys))
+                          for g, c, u in zip(labels, self.capacity, upper)]
+        self._group_of = labels
+        self._cap = [c for _, c, _ in keys]
+        curves = [np.concatenate([[0.0], np.cumsum(position_prices(lower, u, c))]) for _, c, u in keys]
+        self._cum = [curves[k] for k in self._class_of]  # per node; nodes of a class share one
+        self._cum_values = [curve.tolist() for curve in curves]  # plain floats: the same values, faster
+        self._group_classes: dict[int, list[int]] = {}
+        self._classes_of: dict[tuple[int, ...], list[int]] = {}
+        for k, (g, _, _) in enumerate(keys):
+            self._group_classes.setdefault(g, []).append(k)
+        members: list[list[int]] = [[] for _ in keys]
+        for node, k in enumerate(self._class_of):
+            members[k].append(node)
+        # _by_load[slot][class][g]: the class's nodes holding g committed GPUs, ascending.
+        self._by_load = [[[list(members[k]) if g == 0 else [] for g in range(cap + 1)]
+                          for k, cap in enumerate(self._cap)] for _ in range(horizon)]
+        free = {g: 0 for g in self._group_classes}
+        for g, c in zip(labels, self.capacity):
+            free[g] += int(c)
+        self._free = [dict(free) for _ in range(horizon)]
 
     @property
     def horizon(self) -> int:
-        return self.load.shape[0]
+        return self._load.shape[0]
 
     def cost(self, slot: int, node: int, n_gpus: int) -> float:
         """Marginal price of taking ``n_gpus`` more GPUs on ``node`` in ``slot``."""
-        g = self.load[slot, node]
+        g = self._load[slot, node]
         return float(self._cum[node][g + n_gpus] - self._cum[node][g])
 
     def next_price(self, slot: int, node: int) -> float:
-        g = self.load[slot, node]
+        g = self._load[slot, node]
         return float(self._cum[node][g + 1] - self._cum[node][g]) if g < self.capacity[node] else math.inf
 
     def free(self, slot: int, node: int) -> int:
-        return int(self.capacity[node] - self.load[slot, node])
+        return int(self.capacity[node] - self._load[slot, node])
+
+    def take(self, slot: int, node: int, n_gpus: int) -> None:
+        """Commit ``n_gpus`` more GPUs of ``node`` in ``slot``."""
+        g = int(self._load[slot, node])
+        if not 0 <= g + n_gpus <= self.capacity[node]:
+            raise ValueError(f"node {node} has {self.free(slot, node)} free GPUs in slot {slot}, "
+                             f"not {n_gpus}")
+        by_load = self._by_load[slot][self._class_of[node]]
+        del by_load[g][bisect_left(by_load[g], node)]
+        insort(by_load[g + n_gpus], node)
+        self._load[slot, node] = g + n_gpus
+        self._free[slot][self._group_of[node]] -= n_gpus
 
     def commit(self, plan: Plan) -> None:
         for slot, option in plan.slots:
             for node, n in option.take:
-                self.load[slot, node] += n
+                self.take(slot, node, n)
+
+    def _classes(self, groups: Iterable[int]) -> list[int]:
+        key = tuple(groups)
+        if key not in self._classes_of:  # few distinct group sets are ever asked for
+            self._classes_of[key] = [k for g in key for k in self._group_classes.get(g, ())]
+        return self._classes_of[key]
+
+    def free_in(self, slot: int, groups: Iterable[int]) -> int:
+        """Free GPUs of the given groups' nodes in ``slot``."""
+        free = self._free[slot]
+        return sum([free.get(g, 0) for g in groups])
+
+    def cheapest_node(self, slot: int, groups: Iterable[int], n_gpus: int) -> tuple[float, int] | None:
+        """The cheapest node of the groups with ``n_gpus`` free in ``slot`` (lowest id on ties): (cost, node).
+
+        Nodes of a class at the same load cost the same, so only the first
+        node of each (class, load) is a candidate.
+        """
+        best: tuple[float, int] | None = None
+        for k in self._classes(groups):
+            cum, by_load = self._cum_values[k], self._by_load[slot][k]
+            for g in range(self._cap[k] - n_gpus + 1):
+                if by_load[g]:
+                    candidate = (cum[g + n_gpus] - cum[g], by_load[g][0])
+                    if best is None or candidate < best:
+                        best = candidate
+        return best
+
+    def most_free_first(self, slot: int, groups: Iterable[int]) -> Iterator[tuple[int, int]]:
+        """(node, free GPUs) of the groups' nodes with any free in ``slot``: most free first, then by id.
+
+        Lazy; do not change the book while iterating.
+        """
+        classes = self._classes(groups)
+        by_load = self._by_load[slot]
+        for free in range(max((self._cap[k] for k in classes), default=0), 0, -1):
+            lists = [by_load[k][self._cap[k] - free] for k in classes if self._cap[k] >= free]
+            for node in lists[0] if len(lists) == 1 else heapq.merge(*lists):
+                yield node, free
+
+    def with_free(self, slot: int, groups: Iterable[int]) -> list[int]:
+        """The groups' nodes with any free GPU in ``slot``, ascending."""
+        by_load = self._by_load[slot]
+        return sorted(n for k in self._classes(groups) for nodes in by_load[k][:self._cap[k]]
+                      for n in nodes)
 
 
 def cheapest_gpus(book: PriceBook, slot: int, nodes: Sequence[int],
