@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numpy as np
 import pytest
+from model_helpers import placed, prepared
 
 from rackwise.cluster.allocation import Allocation
-from rackwise.cluster.topology import Links, Topology, uniform_cluster
+from rackwise.cluster.topology import Links, uniform_cluster
 from rackwise.cluster.view import ClusterView
 from rackwise.perf.comm import mapped_comm_s
 from rackwise.perf.config import PerfConfig
@@ -25,27 +25,16 @@ from rackwise.policies.parts.graph_placement import place_graph, placement_cost
 from rackwise.policies.parts.job_graph import build_job_graph
 from rackwise.sim.engine import simulate
 from rackwise.workload.job import Job, Parallelism
-from rackwise.workload.state import JobState
 
 ACT = 1024 * 1600 * 2.0  # GPT-2 XL: one micro-batch's activations, bytes
 R50 = "ResNet-50 (batch size 64)"
 QUIET = PerfConfig(interference_scale=0.0)
 
 
-def _prepared(perf: NetworkPerf, topology: Topology, *jobs: Job) -> list[Job]:
-    return perf.prepare(list(jobs), topology, np.random.default_rng(0))
-
-
-def _state(job: Job, gpu_ids: tuple[int, ...]) -> JobState:
-    state = JobState(job)
-    state.gpu_ids = gpu_ids
-    return state
-
-
 def test_a_two_stage_pipeline_over_two_servers_by_hand() -> None:
     topology = uniform_cluster(2, 4, 2)  # one rack of two 4-GPU servers; NVLink 1200, NIC 100 Gb/s
     perf = NetworkPerf(QUIET, assign_models=False)
-    (job,) = _prepared(perf, topology, Job("p", 0, 2, 1.0, model="GPT-2 XL",
+    (job,) = prepared(perf, topology, Job("p", 0, 2, 1.0, model="GPT-2 XL",
                                            parallelism=Parallelism(pipeline=2)))
     stage_bytes = 8 * ACT  # mu S_act / t, sent both ways (activations, their gradients)
     across = stage_bytes * 8 / 100e9 + 2 * 3e-6  # two hops at the rack's latency
@@ -58,7 +47,7 @@ def test_a_two_stage_pipeline_over_two_servers_by_hand() -> None:
     assert b.comm_extra_s == pytest.approx(across - inside)
     assert b.iteration_s == pytest.approx(compute * (1 + 1 / 8) + across)
     # the engine's path gives the same rate and charges the same communication
-    running = {"p": _state(job, (0, 4))}
+    running = {"p": placed(job, (0, 4))}
     assert perf.rates(running, ["p"])["p"] == pytest.approx(1 / b.iteration_s)
     assert perf.comm_per_iter_s("p") == pytest.approx((across, across - inside))
 
@@ -66,7 +55,7 @@ def test_a_two_stage_pipeline_over_two_servers_by_hand() -> None:
 def test_a_tensor_ring_cut_twice_or_four_times_by_hand() -> None:
     topology = uniform_cluster(2, 4, 2)
     perf = NetworkPerf(QUIET, assign_models=False)
-    (job,) = _prepared(perf, topology, Job("t", 0, 4, 1.0, model="GPT-2 XL",
+    (job,) = prepared(perf, topology, Job("t", 0, 4, 1.0, model="GPT-2 XL",
                                            parallelism=Parallelism(tensor=4)))
     edge = 4 * 48 * 8 * 2 * (3 / 4) * ACT  # bytes per tensor-ring edge, 4 (L/p) mu 2(t-1)/t S_act
     latency = 6 * 3e-6  # 2(t-1) hops through the rack switch
@@ -85,7 +74,7 @@ def test_a_tensor_ring_cut_twice_or_four_times_by_hand() -> None:
 def test_the_partitioner_s_mapping_beats_an_interleaved_one_on_the_same_gpus() -> None:
     topology = uniform_cluster(2, 4, 2)
     perf = NetworkPerf(QUIET, assign_models=False)
-    (job,) = _prepared(perf, topology, Job("j", 0, 8, 1.0, model="GPT-2 XL",
+    (job,) = prepared(perf, topology, Job("j", 0, 8, 1.0, model="GPT-2 XL",
                                            parallelism=Parallelism(tensor=4, pipeline=2)))
     placed = place_graph(Allocation(topology), build_job_graph(job))
     assert placed is not None
@@ -135,10 +124,10 @@ def test_mixed_jobs_across_racks_share_the_uplink_and_recover() -> None:
     topology = uniform_cluster(2, 4, 1, links=Links(rack_uplink_gbps=50.0))
     perf = NetworkPerf(QUIET, assign_models=False)
     par = Parallelism(tensor=2, pipeline=2)
-    a, b = _prepared(perf, topology, Job("a", 0, 4, 1.0, model="GPT-2 XL", parallelism=par),
+    a, b = prepared(perf, topology, Job("a", 0, 4, 1.0, model="GPT-2 XL", parallelism=par),
                      Job("b", 0, 4, 1.0, model="GPT-2 XL", parallelism=par))
     # a stage per rack: tensor pairs inside servers, the pipeline crosses racks
-    running = {"a": _state(a, (0, 1, 4, 5))}
+    running = {"a": placed(a, (0, 1, 4, 5))}
     alone = perf.rates(running, ["a"])["a"]
     stage_bytes = 8 * ACT / 2  # mu S_act / t, per pipeline edge; two edges leave each rack
     tensor_bytes = 4 * 24 * 8 * 2 * (1 / 2) * ACT
@@ -148,7 +137,7 @@ def test_mixed_jobs_across_racks_share_the_uplink_and_recover() -> None:
     assert solo.comm_s == pytest.approx(expected)
     assert solo.bandwidth_gbps == 50.0 and solo.bottleneck == "rack-uplink"
     assert alone == pytest.approx(1 / solo.iteration_s)
-    running["b"] = _state(b, (2, 3, 6, 7))
+    running["b"] = placed(b, (2, 3, 6, 7))
     both = perf.rates(running, ["b"])
     assert set(both) == {"a", "b"}
     shared = perf.iteration_breakdown(a, running["a"].gpu_ids, running)
@@ -158,7 +147,7 @@ def test_mixed_jobs_across_racks_share_the_uplink_and_recover() -> None:
     assert perf.comm_per_iter_s("a")[0] == pytest.approx(shared.comm_s)
     # a fresh model without the live index agrees
     fresh = NetworkPerf(QUIET, assign_models=False)
-    _prepared(fresh, topology, a, b)
+    prepared(fresh, topology, a, b)
     assert fresh.rate(a, running["a"].gpu_ids, running) == pytest.approx(both["a"])
     del running["b"]
     assert perf.rates(running, ["b"]) == {"a": pytest.approx(alone)}
@@ -168,7 +157,7 @@ def test_data_parallel_and_one_gpu_rates_are_unchanged() -> None:
     # Figures computed with the model before it learned about worker mappings.
     topology = uniform_cluster(4, 8, 2, links=Links(rack_uplink_gbps=50.0))
     perf = NetworkPerf()
-    jobs = _prepared(perf, topology,
+    jobs = prepared(perf, topology,
                      Job("a", 0, 8, 100.0, model=R50), Job("b", 0, 16, 100.0, model="GPT-2 XL"),
                      Job("c", 0, 4, 100.0, model="BERT-Large", parallelism=Parallelism(data=4)),
                      Job("d", 0, 1, 100.0, model="A3C"),
@@ -184,9 +173,9 @@ def test_data_parallel_and_one_gpu_rates_are_unchanged() -> None:
         0.5581295640566705, rel=1e-12)
     assert perf.rate(c, (0, 8, 16, 24), {}) == pytest.approx(2.8228601993810356, rel=1e-12)
     assert perf.rate(e, (5, 30), {}) == pytest.approx(10.537682976987627, rel=1e-12)
-    running = {"a": _state(a, (0, 1, 2, 3, 16, 17, 18, 19)),
-               "b": _state(b, tuple(range(4, 8)) + tuple(range(20, 32))),
-               "c": _state(c, (8, 9, 24, 25)), "d": _state(d, (10,))}
+    running = {"a": placed(a, (0, 1, 2, 3, 16, 17, 18, 19)),
+               "b": placed(b, tuple(range(4, 8)) + tuple(range(20, 32))),
+               "c": placed(c, (8, 9, 24, 25)), "d": placed(d, (10,))}
     rates = perf.rates(running, list(running))
     before = {"a": (6.877763550031662, (0.086156, 0.08494733333333333)),
               "b": (0.268938167112971, (2.7759, 2.31321)),

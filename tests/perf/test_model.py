@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from model_helpers import placed, prepared
 
 from rackwise.cluster.topology import Links, Node, Topology, uniform_cluster
 from rackwise.perf.base import IdealPerf
@@ -22,20 +23,10 @@ TABLE = default_table()
 R50 = "ResNet-50 (batch size 64)"
 
 
-def _prepared(perf: NetworkPerf, topology: Topology, *jobs: Job) -> list[Job]:
-    return perf.prepare(list(jobs), topology, np.random.default_rng(0))
-
-
-def _state(job: Job, gpu_ids: tuple[int, ...]) -> JobState:
-    state = JobState(job)
-    state.gpu_ids = gpu_ids
-    return state
-
-
 def test_spread_over_two_nodes_by_hand() -> None:
     topology = uniform_cluster(2, 8, 2)  # NVLink 1200 Gb/s, NIC 100 Gb/s
     perf = NetworkPerf(assign_models=False)
-    (job,) = _prepared(perf, topology, Job("a", 0, 8, 1.0, model=R50))
+    (job,) = prepared(perf, topology, Job("a", 0, 8, 1.0, model=R50))
     grad_bits = 25.6e6 * 4 * 8
     inside = 14 / 8 * grad_bits / 1200e9 + 14 * 1e-6  # the all-reduce inside one server
     compute = 1 / 17.303172756892167 - inside
@@ -53,7 +44,7 @@ def test_spread_over_two_nodes_by_hand() -> None:
 def test_single_gpu_has_no_communication() -> None:
     topology = uniform_cluster(1, 8, 1)
     perf = NetworkPerf(assign_models=False)
-    (job,) = _prepared(perf, topology, Job("a", 0, 1, 1.0, model="A3C"))
+    (job,) = prepared(perf, topology, Job("a", 0, 1, 1.0, model="A3C"))
     b = perf.iteration_breakdown(job, (3,), {})
     assert b.comm_s == 0.0 and b.bottleneck == "none"
     assert b.throughput_iters_per_s == pytest.approx(TABLE.measured("A3C", 1, "v100"))
@@ -63,7 +54,7 @@ def test_flop_estimated_model_by_hand() -> None:
     topology = uniform_cluster(1, 8, 1)
     cfg = PerfConfig(interference_scale=0.0)
     perf = NetworkPerf(cfg, assign_models=False)
-    (job,) = _prepared(perf, topology, Job("a", 0, 1, 1.0, model="BERT-Large"))
+    (job,) = prepared(perf, topology, Job("a", 0, 1, 1.0, model="BERT-Large"))
     # 6 x 340e6 params x 4096 tokens / (125 TFLOP/s x 0.35)
     assert perf.rate(job, (0,), {}) == pytest.approx(125e12 * 0.35 / (6 * 340e6 * 4096))
 
@@ -72,7 +63,7 @@ def test_mixed_gpu_types_run_at_the_slowest() -> None:
     nodes = (Node(0, 0, "v100", 4, 0), Node(1, 0, "k80", 4, 4))
     topology = Topology(nodes)
     perf = NetworkPerf(assign_models=False)
-    (job,) = _prepared(perf, topology, Job("a", 0, 2, 1.0, model=R50))
+    (job,) = prepared(perf, topology, Job("a", 0, 2, 1.0, model=R50))
     mixed = perf.iteration_breakdown(job, (0, 4), {})
     k80 = perf.iteration_breakdown(job, (4, 5), {})
     assert mixed.compute_s == pytest.approx(k80.compute_s)
@@ -82,7 +73,7 @@ def test_tensor_and_pipeline_costs() -> None:
     topology = uniform_cluster(2, 8, 2)
     cfg = PerfConfig(interference_scale=0.0)
     perf = NetworkPerf(cfg, assign_models=False)
-    plain, split = _prepared(
+    plain, split = prepared(
         perf, topology, Job("p", 0, 8, 1.0, model="GPT-2 XL"),
         Job("s", 0, 8, 1.0, model="GPT-2 XL", parallelism=Parallelism(data=2, tensor=2, pipeline=2)))
     gpus = tuple(range(8))
@@ -105,11 +96,11 @@ def test_congestion_shares_the_uplink_and_recovers() -> None:
     # two racks of one 8-GPU node; 50 Gb/s uplinks, slower than the 100 Gb/s spine
     topology = uniform_cluster(2, 8, 1, links=Links(rack_uplink_gbps=50.0))
     perf = NetworkPerf(PerfConfig(interference_scale=0.0), assign_models=False)
-    a, b = _prepared(perf, topology, Job("a", 0, 8, 1.0, model=R50), Job("b", 0, 8, 1.0, model=R50))
-    running = {"a": _state(a, (0, 1, 2, 3, 8, 9, 10, 11))}
+    a, b = prepared(perf, topology, Job("a", 0, 8, 1.0, model=R50), Job("b", 0, 8, 1.0, model=R50))
+    running = {"a": placed(a, (0, 1, 2, 3, 8, 9, 10, 11))}
     alone = perf.rates(running, ["a"])["a"]
     assert perf.iteration_breakdown(a, running["a"].gpu_ids, {}).bandwidth_gbps == 50.0
-    running["b"] = _state(b, (4, 5, 6, 7, 12, 13, 14, 15))
+    running["b"] = placed(b, (4, 5, 6, 7, 12, 13, 14, 15))
     both = perf.rates(running, ["b"])
     assert set(both) == {"a", "b"}
     shared = perf.iteration_breakdown(a, running["a"].gpu_ids, running)
@@ -123,20 +114,20 @@ def test_congestion_shares_the_uplink_and_recovers() -> None:
 def test_an_uncongested_uplink_leaves_bystanders_alone() -> None:
     topology = uniform_cluster(2, 8, 1)  # default uplink 100 Gb/s, as fast as the spine
     perf = NetworkPerf(PerfConfig(interference_scale=0.0), assign_models=False)
-    a, b = _prepared(perf, topology, Job("a", 0, 2, 1.0, model=R50), Job("b", 0, 2, 1.0, model=R50))
-    running = {"a": _state(a, (0, 8))}
+    a, b = prepared(perf, topology, Job("a", 0, 2, 1.0, model=R50), Job("b", 0, 2, 1.0, model=R50))
+    running = {"a": placed(a, (0, 8))}
     perf.rates(running, ["a"])
-    running["b"] = _state(b, (1, 9))
+    running["b"] = placed(b, (1, 9))
     # two jobs share 100 Gb/s: 50 each, below the spine: both slow down
     assert set(perf.rates(running, ["b"])) == {"a", "b"}
 
 
 def test_what_if_without_the_index_matches_the_index() -> None:
     topology = uniform_cluster(2, 8, 1, links=Links(rack_uplink_gbps=50.0))
-    jobs = _prepared(NetworkPerf(), topology, Job("a", 0, 8, 1.0, model=R50),
+    jobs = prepared(NetworkPerf(), topology, Job("a", 0, 8, 1.0, model=R50),
                      Job("b", 0, 8, 1.0, model=R50), Job("c", 0, 1, 1.0, model="A3C"))
-    running = {"a": _state(jobs[0], (0, 1, 2, 3, 8, 9, 10, 11)),
-               "b": _state(jobs[1], (4, 5, 6, 12, 13, 14, 15, 7))}
+    running = {"a": placed(jobs[0], (0, 1, 2, 3, 8, 9, 10, 11)),
+               "b": placed(jobs[1], (4, 5, 6, 12, 13, 14, 15, 7))}
     live = NetworkPerf()
     live.prepare(jobs, topology, np.random.default_rng(0))
     live.rates(running, ["a", "b"])
@@ -171,7 +162,7 @@ def test_more_spread_is_never_faster_than_consolidated(
         case: tuple[Topology, str, tuple[int, ...], tuple[int, ...]]) -> None:
     topology, model, drawn, tight = case
     perf = NetworkPerf(assign_models=False)
-    (job,) = _prepared(perf, topology, Job("j", 0, len(drawn), 1.0, model=model))
+    (job,) = prepared(perf, topology, Job("j", 0, len(drawn), 1.0, model=model))
     assert perf.rate(job, drawn, {}) <= perf.rate(job, tight, {}) * (1 + 1e-12)
 
 
@@ -179,11 +170,11 @@ def test_more_spread_is_never_faster_than_consolidated(
 def test_congestion_never_raises_a_rate(n_others: int, uplink_gbps: float) -> None:
     topology = uniform_cluster(2, 8, 1, links=Links(rack_uplink_gbps=uplink_gbps))
     perf = NetworkPerf(PerfConfig(interference_scale=0.0), assign_models=False)
-    jobs = _prepared(perf, topology, *[Job(str(i), 0, 2, 1.0, model=R50) for i in range(n_others + 1)])
+    jobs = prepared(perf, topology, *[Job(str(i), 0, 2, 1.0, model=R50) for i in range(n_others + 1)])
     running: dict[str, JobState] = {}
     last = None
     for i, job in enumerate(jobs):
-        running[job.job_id] = _state(job, (i, 8 + i))
+        running[job.job_id] = placed(job, (i, 8 + i))
         rate = perf.rates(running, [job.job_id]).get("0", last)
         if last is not None:
             assert rate is not None and rate <= last
@@ -272,7 +263,7 @@ def test_incremental_rates_match_a_fresh_model(steps: list[tuple[str, int, tuple
     for job_id, model, gpus in steps:
         if gpus:
             job = Job(job_id, 0.0, len(gpus), 1.0, model=MIXED[model])
-            running[job_id] = _state(job, gpus)
+            running[job_id] = placed(job, gpus)
         else:
             del running[job_id]
             known.pop(job_id)
@@ -303,7 +294,7 @@ def test_a_spread_job_follows_its_slowest_node_only() -> None:
 
     def change(job_id: str, start: bool) -> dict[str, float]:
         if start:
-            running[job_id] = _state(jobs[job_id], gpus[job_id])
+            running[job_id] = placed(jobs[job_id], gpus[job_id])
         else:
             del running[job_id]
         new = perf.rates(running, [job_id])
