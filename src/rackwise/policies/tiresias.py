@@ -27,11 +27,11 @@ class Tiresias(BasePolicy):
     Queue i (0 = Q1, the highest) holds jobs whose service since they last
     entered Q1 lies in ``[limit[i-1], limit[i])``. A job enters Q1 on arrival
     and moves down one queue the instant its service reaches its queue's
-    limit. Queues have strict
-    priority; within one, jobs run in the order they entered it (then by
-    submit time, then job id). The best-ranked jobs that fit run, with no
-    head-of-line blocking, and lower-ranked running jobs are preempted when
-    a better-ranked one cannot be placed otherwise (`preempt_to_order`).
+    limit. Queues have strict priority; within one, jobs run in the order
+    they entered it (then by submit time, then job id). The best-ranked jobs
+    that fit run, with no head-of-line blocking, and lower-ranked running
+    jobs are preempted when a better-ranked one cannot be placed otherwise
+    (`preempt_to_order`).
 
     Promotion against starvation follows the reference simulator: only a
     pending job outside Q1 that has run since it last entered Q1 is
