@@ -6,10 +6,12 @@ import math
 from dataclasses import replace
 
 from rackwise.forecast.band import band, forecast_with_band, sampled_durations
-from rackwise.forecast.durations import sample_total_s
+from rackwise.forecast.durations import ratios_for, sample_total_s
+from rackwise.forecast.forward import done_s
 from rackwise.forecast.snapshot import ClusterSnapshot
 
 import numpy as np
+from scipy.special import ndtr
 
 
 def test_band_is_deterministic_across_workers(snapshot: ClusterSnapshot) -> None:
@@ -64,3 +66,17 @@ def test_errors_of_one_sample_move_together(snapshot: ClusterSnapshot) -> None:
     for seed in range(5):
         assert all(len(r) == 1 for r in ratios_by_group(1.0, seed).values())
     assert any(len(r) > 1 for seed in range(5) for r in ratios_by_group(0.0, seed).values())
+
+
+def test_each_snapshot_draws_from_its_own_quantile_tables(snapshot: ClusterSnapshot) -> None:
+    """Durations are the scalar rule's, whichever snapshot was sampled before."""
+    other = replace(snapshot, duration_error={"": (3.0, 4.0, 5.0)})
+    for current in (snapshot, other, snapshot):
+        drawn = sampled_durations(current, np.random.default_rng(7), correlation=0.0)
+        u = ndtr(np.random.default_rng(7).standard_normal(1 + len(drawn))[1:])
+        now, error = current.taken_at_s, current.duration_error
+        for k, state in enumerate((*current.running, *current.pending)):
+            elapsed = done_s(state, now) if state.status.value == "running" else 0.0
+            expected = sample_total_s(current.predicted_duration_s[state.job_id], elapsed,
+                                      ratios_for(state.job, error), float(u[k]))
+            assert drawn[state.job_id] == expected

@@ -132,9 +132,13 @@ _LAST_QUANTILES: list[tuple[ClusterSnapshot, _Quantiles]] = []  # the last snaps
 
 
 def _quantiles_of(snapshot: ClusterSnapshot) -> _Quantiles:
-    if not _LAST_QUANTILES or _LAST_QUANTILES[0][0] is not snapshot:
-        _LAST_QUANTILES[:] = [(snapshot, _Quantiles(snapshot))]
-    return _LAST_QUANTILES[0][1]
+    # Read once into locals: `serve` may draw bands of two snapshots in two threads.
+    cached = _LAST_QUANTILES[0] if _LAST_QUANTILES else None
+    if cached is not None and cached[0] is snapshot:
+        return cached[1]
+    quantiles = _Quantiles(snapshot)
+    _LAST_QUANTILES[:] = [(snapshot, quantiles)]
+    return quantiles
 
 
 def one_sample(snapshot: ClusterSnapshot, seed: int, index: int, n_samples: int,
