@@ -61,3 +61,24 @@ def test_a_refused_command_is_one_line_naming_it() -> None:
     assert str(info.value) == "sh -c echo 'boom bang' >&2; exit 3: boom bang"
     with pytest.raises(SlurmCommandError, match="cannot run"):
         cli.run(["/nonexistent/scontrol", "show"])
+
+
+def test_jobs_of_an_earlier_window_are_told_apart_by_their_t0_tag() -> None:
+    """A job that ended within the same wall second as the next window began is not adopted."""
+    from rackwise.backends.slurm import SlurmBackend
+    from rackwise.cluster.topology import uniform_cluster
+
+    t0 = 1_700_000_000.4
+    backend = SlurmBackend(topology=uniform_cluster(1, gpus_per_node=4),
+                           node_names=("n1",), t0=t0, time_scale=3600.0, clock=lambda: t0 + 1)
+
+    def raw(slurm_id: int, job: str, window_t0: float, state: str) -> dict[str, object]:
+        tags = {"job": job, "gpus": 1, "submit_s": 0.0, "duration_s": 60.0, "t0": window_t0}
+        return {"job_id": slurm_id, "job_state": state, "comment": encode_tags(tags),
+                "end_time": int(t0), "priority": 0}
+
+    left_over = raw(1, "old", t0 - 30.0, "COMPLETED")  # ended in t0's second, yet earlier
+    ours = raw(2, "new", t0, "COMPLETED")
+    untagged = {**raw(3, "user", t0, "CANCELLED"), "comment": "rackwise;job=user;gpus=1"}
+    chosen = backend._classify([left_over, ours, untagged], now=3600.0)
+    assert sorted(chosen) == ["new", "user"]  # untagged: its end time decides, within the second

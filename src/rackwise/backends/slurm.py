@@ -192,7 +192,7 @@ class SlurmBackend:
             if self.partition is not None and raw.get("partition") != self.partition:
                 continue
             managed = self._managed(raw, tags, now)
-            if managed.kind in ("finished", "failed") and self._ended_before_t0(raw):
+            if managed.kind in ("finished", "failed") and self._from_earlier_window(raw, tags):
                 continue  # left over from an earlier window
             previous = chosen.get(managed.job.job_id)
             if previous is not None and previous.kind not in ("finished", "failed"):
@@ -204,9 +204,20 @@ class SlurmBackend:
             chosen[managed.job.job_id] = managed
         return chosen
 
-    def _ended_before_t0(self, raw: Mapping[str, Any]) -> bool:
+    def _from_earlier_window(self, raw: Mapping[str, Any], tags: dict[str, str]) -> bool:
+        """Whether an ended job belongs to a window before this one.
+
+        A job submitted by `submit_held` carries its window's ``t0``: that
+        decides exactly. Otherwise its end time does, though Slurm keeps it
+        in whole seconds, so a job that ended within a second of ``t0`` counts
+        as this window's.
+        """
+        if self.t0 is None:
+            return False
+        if "t0" in tags:
+            return float_tag(tags, "t0", self.t0) < self.t0 - 1e-3
         end = raw.get("end_time")
-        return isinstance(end, (int, float)) and self.t0 is not None and 0 < end < self.t0 - 1
+        return isinstance(end, (int, float)) and 0 < end < self.t0 - 1
 
     def _managed(self, raw: Mapping[str, Any], tags: dict[str, str], now: float) -> _Managed:
         assert self.t0 is not None and self.time_scale is not None
