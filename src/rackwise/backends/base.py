@@ -231,6 +231,9 @@ def check_decisions(view: ClusterView, decisions: Decisions, policy_name: str, n
             where = "running" if start.job_id in view.running else "not in the queue"
             reject(f"cannot start job {start.job_id}: it is {where}")
             return
+        if start.beside is not None:
+            reject(f"job {start.job_id} would share the GPUs of job {start.beside}: space "
+                   f"sharing runs only in the simulator (a real cluster gives a GPU to one job)")
         gpus = start.gpu_ids
         if len(gpus) != state.job.n_gpus or len(set(gpus)) != len(gpus):
             reject(f"job {start.job_id} needs {state.job.n_gpus} distinct GPUs, got {list(gpus)}")

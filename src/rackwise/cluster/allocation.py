@@ -109,6 +109,12 @@ class Allocation:
             yield from self._by_free[count]
 
     # ---------------------------------------------------------------- mutations
+    def hand_over(self, gpu_ids: Iterable[int], job_id: str) -> None:
+        """Make ``job_id`` the owner of held GPUs (a shared GPU's partner stays on alone)."""
+        owner = self.owner
+        for gpu in gpu_ids:
+            owner[gpu] = job_id
+
     def allocate(self, job_id: str, gpu_ids: Iterable[int]) -> None:
         """Give GPUs to a job. The caller has checked that they are free."""
         gpu_ids = tuple(gpu_ids)  # read twice

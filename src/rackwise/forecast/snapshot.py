@@ -200,6 +200,8 @@ def validate(snapshot: ClusterSnapshot, *, now_s: float | None = None,
                          field="node_names")
     seen: set[str] = set()
     owner: dict[int, str] = {}
+    claimed: dict[str, JobState] = {}  # running jobs whose GPUs are claimed
+    running_ids = {state.job_id for state in snapshot.running}
     per_node = [0] * topology.n_nodes
     for kind, states in (("running", snapshot.running), ("pending", snapshot.pending)):
         for state in states:
@@ -220,6 +222,18 @@ def validate(snapshot: ClusterSnapshot, *, now_s: float | None = None,
             if len(gpus) != job.n_gpus * state.copies or len(set(gpus)) != len(gpus):
                 raise InputError(f"running job {job.job_id} asks for {job.n_gpus} GPUs but holds "
                                  f"{list(gpus)}", field="running.gpu_ids")
+            if state.partner is not None:
+                if state.partner not in running_ids:
+                    raise InputError(f"running job {job.job_id} shares GPUs with {state.partner}, "
+                                     f"which is not running", field="running.partner")
+                partner = claimed.get(state.partner)
+                if partner is not None:  # space sharing: a pair holds its GPUs once
+                    if partner.partner != job.job_id or sorted(partner.gpu_ids) != sorted(gpus):
+                        raise InputError(f"running job {job.job_id} shares GPUs with "
+                                         f"{partner.job_id}, but they do not hold the same GPUs "
+                                         f"as each other's partners", field="running.partner")
+                    continue
+            claimed[job.job_id] = state
             for gpu in gpus:
                 _claim(owner, per_node, topology, gpu, job.job_id)
     for name, gpus in snapshot.held_gpus.items():

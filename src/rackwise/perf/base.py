@@ -61,6 +61,19 @@ class CommAccounting(Protocol):
         ...
 
 
+class SharedGpus(Protocol):
+    """Optional extra of a `PerfModel`: the pace of two jobs sharing the same GPUs.
+
+    An engine that runs a pair (`rackwise.policies.base.Start` with
+    ``beside``) multiplies each job's rate by its factor; a model without
+    this method cannot price pairs, and engines refuse them.
+    """
+
+    def sharing_factor(self, job: Job, partner: Job, gpu_type: str) -> float:
+        """Share of its own speed (in (0, 1]) ``job`` keeps beside ``partner`` on its GPUs."""
+        ...
+
+
 @dataclass(frozen=True)
 class IdealPerf:
     """Every job runs at its trace speed on any placement; no interference.

@@ -139,7 +139,7 @@ class _Placed:
     __slots__ = ("job_id", "model", "gpu_ids", "nodes", "node_gpus", "racks", "level",
                  "gpu_type", "compute_s", "dyn_bits", "base_gbps",
                  "ref_comm_s", "static_comm_s", "comm_pair", "ideal_rate", "node_factors", "factor",
-                 "coeff", "rate", "crosses", "bandwidth", "cross_terms")
+                 "coeff", "rate", "crosses", "bandwidth", "cross_terms", "partner")
 
     job_id: str
     model: str
@@ -168,6 +168,9 @@ class _Placed:
     # traffic, each priced as the slower of the two; None for data-parallel jobs (set
     # only where `crosses` is read).
     cross_terms: tuple[tuple[float, float], ...] | None
+    # The job sharing its GPUs (space sharing), whose slowdown the engine's pair
+    # factor prices: left out of the node's neighbours, or it would count twice.
+    partner: str | None
 
 
 class NetworkPerf:
@@ -305,6 +308,7 @@ class NetworkPerf:
             if state is not None:
                 if old is None:
                     old = self._place(state.job, state.gpu_ids)
+                    old.partner = state.partner
                     self._index(old, affected)
                 else:
                     old.rate = -1.0  # named in `changed`: reported even if its pace did not move
@@ -352,6 +356,15 @@ class NetworkPerf:
         return restart_overhead_s(nbytes, write_gbytes_per_s=cfg.storage_write_gbytes_per_s,
                                   read_gbytes_per_s=cfg.storage_read_gbytes_per_s,
                                   fixed_s=cfg.restart_fixed_s)
+
+    def sharing_factor(self, job: Job, partner: Job, gpu_type: str) -> float:
+        """Share of its speed ``job`` keeps beside ``partner`` on the same GPUs (`SharedGpus`).
+
+        The measured pair throughputs where the table has the pair, else the
+        fitted model (`Interference`); a job without a model counts as average.
+        """
+        self._bound()
+        return 1.0 - self.interference_.slowdown(job.model or "", partner.model or "", gpu_type)
 
     def comm_per_iter_s(self, job_id: str) -> tuple[float, float]:
         """(communication seconds, of which beyond consolidated) per step at the current rate."""
@@ -479,6 +492,7 @@ class NetworkPerf:
         placed.job_id = job.job_id
         placed.gpu_ids = gpu_ids
         placed.rate = -1.0
+        placed.partner = None
         placed.crosses = False
         placed.bandwidth = INF
         gpu_node = self._gpu_node
@@ -644,11 +658,15 @@ class NetworkPerf:
             coeff = self._coeff
             model, gpu_type = placed.model, placed.gpu_type
             row = placed.coeff = self._coeff_row(model, gpu_type)
+            partner = placed.partner
             for i, node in enumerate(nodes):
                 size = self._node_size[node]
                 share = placed.node_gpus[i] / size
                 factor = 1.0
                 for other, other_gpus, j in self._node_jobs[node].values():
+                    if other.job_id == partner:
+                        other.partner = job_id
+                        continue
                     weight = row.get(other.model)
                     if weight is None:
                         weight = coeff(row, model, other.model, gpu_type)
@@ -702,6 +720,9 @@ class NetworkPerf:
             share = placed.node_gpus[i] / self._node_size[node]
             alone = len(neighbours) == 1
             for other, _, j in neighbours.values():
+                if other.job_id == placed.partner:
+                    other.partner = None  # runs on alone: the engine drops its pair factor
+                    continue
                 if alone:
                     value = 1.0  # alone again: exactly 1, no rounding left over
                 else:

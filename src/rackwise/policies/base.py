@@ -29,11 +29,17 @@ class Start:
     ``copies > 1`` forks the job: ``gpu_ids`` then holds ``copies`` blocks of
     ``n_gpus`` GPUs, one block per copy, and the copies train at once and
     share one progress counter (see `rackwise.perf.base.forked_rate`).
+
+    ``beside`` names a running job whose GPUs this one shares (space
+    sharing): ``gpu_ids`` are then exactly that job's GPUs, and both run at
+    the paired speed the performance model measures (`SharedGpus`). A GPU
+    is never shared by more than two jobs; only the simulator runs pairs.
     """
 
     job_id: str
     gpu_ids: tuple[int, ...]
     copies: int = 1
+    beside: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

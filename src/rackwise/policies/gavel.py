@@ -18,10 +18,15 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from rackwise.cluster.view import ClusterView
+from rackwise.errors import InputError
 from rackwise.policies.base import BasePolicy, Decisions, Start
-from rackwise.policies.parts import lp
+from rackwise.policies.parts import lp, space_sharing
+from rackwise.policies.parts.heterogeneity import (
+    RoundClock,
+    TypeThroughputs,
+    place_on_type,
+)
 from rackwise.policies.parts.placement import consolidated
-from rackwise.policies.parts.heterogeneity import RoundClock, TypeThroughputs, place_on_type
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState, Status
 
@@ -56,6 +61,13 @@ class Gavel(BasePolicy):
         span_types: A job larger than every GPU type (which Gavel could never
             run) gets GPUs left over after each round, across types, oldest
             first (a rackwise addition; False leaves it waiting forever).
+        space_sharing: Let pairs of jobs share GPUs where the measured pair
+            throughputs say it gains (§3.1; max-min fairness only; needs the
+            network performance model).
+        share_max_gpus: Largest job that may share (the table measures pairs
+            of one-GPU jobs; larger equal-size pairs reuse those factors).
+        share_partners: Partners offered to each job in the LP
+            (`rackwise.policies.parts.space_sharing`).
     """
 
     name: ClassVar[str] = "gavel"
@@ -66,17 +78,30 @@ class Gavel(BasePolicy):
     min_reset_interval_s: float = 1920.0
     second_stage: bool = True
     span_types: bool = True
+    space_sharing: bool = False
+    share_max_gpus: int = 1
+    share_partners: int = 4
+
+    def __post_init__(self) -> None:
+        if self.space_sharing and self.objective != "max_min_fairness":
+            raise InputError(f"space sharing works with objective max_min_fairness, not "
+                             f"{self.objective}", field="space_sharing")
 
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
+        if self.space_sharing:
+            space_sharing.check_model(view, self.name)
         self.rates_ = TypeThroughputs(view.topology)
         self.clock_ = RoundClock(self.round_s)
         self.alloc_: dict[str, np.ndarray] = {}  # X row per job
+        self.pair_alloc_: dict[tuple[str, str], np.ndarray] = {}  # Y row per pair sharing GPUs
+        self.pair_time_: dict[tuple[str, str], np.ndarray] = {}  # wall seconds run per type
         self.job_time_: dict[str, np.ndarray] = {}  # wall seconds run per type since reset
         self.deficit_: dict[str, np.ndarray] = {}
         self.last_reset_: float | None = None
         self.dirty_ = True
-        self.ran_on_: dict[str, tuple[int, float]] = {}  # job -> (type, executed_s at round start)
+        # job -> (type, executed_s at round start, its pair if it ran sharing GPUs)
+        self.ran_on_: dict[str, tuple[int, float, tuple[str, str] | None]] = {}
         self.iso_time_: dict[str, float] = {}  # finish-time fairness: isolated seconds so far
         self.iso_mark_: dict[str, tuple[float, float]] = {}  # job -> (iters, thr_iso) at last solve
 
@@ -88,6 +113,9 @@ class Gavel(BasePolicy):
         for table in (self.alloc_, self.job_time_, self.deficit_, self.ran_on_, self.iso_time_,
                       self.iso_mark_):
             table.pop(job.job_id, None)
+        for pair in [p for p in self.pair_alloc_ if job.job_id in p]:
+            del self.pair_alloc_[pair]
+            self.pair_time_.pop(pair, None)
         self.rates_.forget(job.job_id)
 
     # ------------------------------------------------------------------ rounds
@@ -99,7 +127,7 @@ class Gavel(BasePolicy):
         self._account(view, now)
         if self.dirty_ and (self.last_reset_ is None
                             or now - self.last_reset_ >= self.min_reset_interval_s):
-            self._recompute(active, rates, now)
+            self._recompute(view, active, rates, now)
         decisions = self._run_round(view, active, rates, now)
         stuck = [s.job_id for s, r in zip(active, rates) if not (r > 0).any()]
         wake = self.clock_.wake_at(view, now) if self.span_types or len(stuck) < len(active) else None
@@ -111,13 +139,19 @@ class Gavel(BasePolicy):
     def _account(self, view: ClusterView, now: float) -> None:
         """Add last round's run time to each job's counter on the type it ran on."""
         for job_id in sorted(self.ran_on_):
-            type_index, mark = self.ran_on_[job_id]
+            type_index, mark, pair = self.ran_on_[job_id]
             state = view.running.get(job_id) or view.pending.get(job_id)
-            if state is not None and job_id in self.job_time_:
-                self.job_time_[job_id][type_index] += state.executed_time_s(now) - mark
+            if state is None:
+                continue
+            if pair is None:
+                if job_id in self.job_time_:
+                    self.job_time_[job_id][type_index] += state.executed_time_s(now) - mark
+            elif job_id == pair[0] and pair in self.pair_time_:
+                self.pair_time_[pair][type_index] += state.executed_time_s(now) - mark
         self.ran_on_.clear()
 
-    def _recompute(self, active: list[JobState], rates: np.ndarray, now: float) -> None:
+    def _recompute(self, view: ClusterView, active: list[JobState], rates: np.ndarray,
+                   now: float) -> None:
         n_types = rates.shape[1]
         if self.last_reset_ is not None:
             elapsed = now - self.last_reset_
@@ -127,21 +161,48 @@ class Gavel(BasePolicy):
                     self.deficit_[job_id] += (self.alloc_[job_id] * elapsed
                                               - (self.job_time_[job_id] - self.round_s / 2))
         try:
-            x = self._solve(active, rates, now)
+            x, pair_alloc = self._solve(view, active, rates, now)
         except (lp.LPError, ValueError) as exc:
             logger.warning("gavel: %s LP failed at t=%.0f s (%s); keeping the previous allocation",
                            self.objective, now, exc)
             x = None
         if x is not None:
             self.alloc_ = {s.job_id: x[i] for i, s in enumerate(active)}
+            self.pair_alloc_ = pair_alloc
         for state in active:
             self.job_time_[state.job_id] = np.full(n_types, self.round_s / 2)
             self.deficit_.setdefault(state.job_id, np.zeros(n_types))
+        self.pair_time_ = {pair: np.full(n_types, self.round_s / 2) for pair in self.pair_alloc_}
         self.last_reset_ = now
         self.dirty_ = False
 
-    def _solve(self, active: list[JobState], rates: np.ndarray, now: float) -> np.ndarray:
-        n_gpus = np.array([s.job.n_gpus for s in active], dtype=float)
+    def _solve(self, view: ClusterView, active: list[JobState], rates: np.ndarray, now: float
+               ) -> tuple[np.ndarray, dict[tuple[str, str], np.ndarray]]:
+        """X, and the Y rows of the pairs given time (space sharing only)."""
+        if not self.space_sharing:
+            return self._solve_x(active, rates, now), {}
+        pairs = space_sharing.candidate_pairs(view, active, rates, self.rates_.types,
+                                              max_gpus=self.share_max_gpus,
+                                              partners=self.share_partners)
+        x, y = lp.max_min_shared(self._las_coef(active, rates), rates, self._n_gpus(active),
+                                 self.rates_.capacity, pairs, second_stage=self.second_stage)
+        return x, {(active[a].job_id, active[b].job_id): y[p]
+                   for p, (a, b) in enumerate(pairs.members) if y[p].sum() > 1e-9}
+
+    @staticmethod
+    def _n_gpus(active: list[JobState]) -> np.ndarray:
+        return np.array([s.job.n_gpus for s in active], dtype=float)
+
+    def _las_coef(self, active: list[JobState], rates: np.ndarray) -> np.ndarray:
+        """Each job's rate per type over its share of the cluster (LAS, §3.1), by its weight."""
+        capacity = self.rates_.capacity
+        weights = np.array([priority_weight(s.job) for s in active])
+        prop = (rates * capacity).sum(axis=1) / capacity.sum()
+        return np.where(prop[:, None] > 0, rates * self._n_gpus(active)[:, None]
+                        / (weights[:, None] * np.maximum(prop[:, None], 1e-300)), 0.0)
+
+    def _solve_x(self, active: list[JobState], rates: np.ndarray, now: float) -> np.ndarray:
+        n_gpus = self._n_gpus(active)
         capacity = self.rates_.capacity
         if not self.heterogeneity_aware:
             # Agnostic: every usable type looks alike (LAS: rate 1; others: the job's best rate).
@@ -155,11 +216,8 @@ class Gavel(BasePolicy):
                                    second_stage=self.second_stage)[0]
         if self.objective == "finish_time_fairness":
             return self._solve_ftf(active, rates, remaining, n_gpus, now)
-        weights = np.array([priority_weight(s.job) for s in active])
-        prop = (rates * capacity).sum(axis=1) / capacity.sum()
-        coef = np.where(prop[:, None] > 0, rates * n_gpus[:, None]
-                        / (weights[:, None] * np.maximum(prop[:, None], 1e-300)), 0.0)
-        return lp.max_min(coef, rates, n_gpus, capacity, second_stage=self.second_stage)
+        return lp.max_min(self._las_coef(active, rates), rates, n_gpus, capacity,
+                          second_stage=self.second_stage)
 
     def _solve_ftf(self, active: list[JobState], rates: np.ndarray, remaining: np.ndarray,
                    n_gpus: np.ndarray, now: float) -> np.ndarray:
@@ -182,23 +240,44 @@ class Gavel(BasePolicy):
         in_x = [i for i, s in enumerate(active) if s.job_id in self.alloc_]
         free_count = self.rates_.capacity.astype(int).copy()
         chosen: dict[int, int] = {}  # index into active -> type index
+        partner: dict[int, int] = {}  # index -> the index it shares GPUs with this round
         if in_x:
+            # One row per job in X, then one per pair in Y (space sharing).
+            rows = [(i,) for i in in_x]
             x = np.vstack([self.alloc_[active[i].job_id] for i in in_x])
             times = np.vstack([self.job_time_[active[i].job_id] for i in in_x])
             deficit = np.vstack([self.deficit_[active[i].job_id] for i in in_x])
-            sub_rates = rates[in_x]
+            runs = rates[in_x] > 0
+            pairs = self._active_pairs(active)
+            if pairs:
+                rows += [members for members, _ in pairs]
+                x = np.vstack([x, *(self.pair_alloc_[key] for _, key in pairs)])
+                times = np.vstack([times, *(self.pair_time_[key] for _, key in pairs)])
+                deficit = np.vstack([deficit, np.zeros((len(pairs), len(types)))])
+                runs = np.vstack([runs, *((rates[a] > 0) & (rates[b] > 0) for (a, b), _ in pairs)])
             fraction = times / np.maximum(times.sum(axis=0, keepdims=True), 1e-300)
             prio = np.where(fraction > 0, x / np.maximum(fraction, 1e-300), x * 1e9)
-            prio = np.where(sub_rates > 0, prio, 0.0)
-            for j in self._type_order(sub_rates):
+            prio = np.where(runs, prio, 0.0)
+            for j in self._type_order(rates[in_x]):
                 # lexsort: last key first; negated for descending; stable, so ties keep arrival order
                 for k in np.lexsort((-x[:, j], -deficit[:, j], -prio[:, j])):
-                    index = in_x[k]
-                    need = active[index].job.n_gpus
-                    if index not in chosen and sub_rates[k, j] > 0 and free_count[j] >= need:
-                        chosen[index] = j
+                    members = rows[k]
+                    need = active[members[0]].job.n_gpus
+                    if runs[k, j] and free_count[j] >= need and not any(m in chosen for m in members):
+                        for m in members:
+                            chosen[m] = j
+                        if len(members) == 2:
+                            partner[members[0]], partner[members[1]] = members[1], members[0]
                         free_count[j] -= need
-        return self._place(view, active, chosen, types)
+        return self._place(view, active, chosen, partner, types)
+
+    def _active_pairs(self, active: list[JobState]) -> list[tuple[tuple[int, int], tuple[str, str]]]:
+        """Pairs given time in Y whose jobs are both active: ((index, index), key)."""
+        if not self.pair_alloc_:
+            return []
+        index = {s.job_id: i for i, s in enumerate(active)}
+        return [((index[a], index[b]), (a, b)) for a, b in self.pair_alloc_
+                if a in index and b in index]
 
     def _type_order(self, rates: np.ndarray) -> list[int]:
         if self.heterogeneity_aware:
@@ -206,21 +285,16 @@ class Gavel(BasePolicy):
         return [int(j) for j in self.rng_.permutation(rates.shape[1])]
 
     def _place(self, view: ClusterView, active: list[JobState], chosen: dict[int, int],
-               types: tuple[str, ...]) -> Decisions:
-        topology = view.topology
+               partner: dict[int, int], types: tuple[str, ...]) -> Decisions:
         free = view.tentative()
-        keep: set[str] = set()
+        keep = self._kept(view, active, chosen, partner, types)
         preempt: list[str] = []
-        for index, state in enumerate(active):
-            if state.status is not Status.RUNNING:
-                continue
-            on = {topology.gpu_type_of(g) for g in state.gpu_ids}
-            j = chosen.get(index)
-            if j is not None and on == {types[j]}:
-                keep.add(state.job_id)  # a lease extension: no restart
-            else:
+        for state in active:
+            if state.status is Status.RUNNING and state.job_id not in keep:
+                # A pair's GPUs come free once, and not while one of it goes on.
+                if state.partner not in keep and state.partner not in preempt:
+                    free.give(state.gpu_ids)
                 preempt.append(state.job_id)
-                free.give(state.gpu_ids)
         wide = [i for i, s in enumerate(active) if self.span_types and i not in chosen
                 and not (self.rates_.of(view, s) > 0).any()]
         for index in wide:  # re-placed below, after the jobs of the round
@@ -232,9 +306,18 @@ class Gavel(BasePolicy):
         for index in order:
             state = active[index]
             j = chosen[index]
-            mark = state.executed_time_s(view.now)
-            self.ran_on_[state.job_id] = (j, mark)
+            other = partner.get(index)
+            pair = None if other is None else tuple(sorted((state.job_id, active[other].job_id)))
+            self.ran_on_[state.job_id] = (j, state.executed_time_s(view.now), pair)  # type: ignore[assignment]
             if state.job_id in keep:
+                continue
+            if other is not None and (active[other].job_id in keep
+                                      or active[other].job_id in self.ran_on_):
+                # Its partner holds (or was just given) the GPUs: share them.
+                host = active[other]
+                gpus = host.gpu_ids if host.job_id in keep else next(
+                    s.gpu_ids for s in starts if s.job_id == host.job_id)
+                starts.append(Start(state.job_id, gpus, beside=host.job_id))
                 continue
             gpus = place_on_type(free, self.rates_.nodes[types[j]], state.job.n_gpus)
             if gpus is None:  # cannot happen: counts were checked per type
@@ -252,3 +335,30 @@ class Gavel(BasePolicy):
                 free.take(gpus)
                 starts.append(Start(state.job_id, gpus))
         return Decisions(start=tuple(starts), preempt=tuple(preempt))
+
+    @staticmethod
+    def _kept(view: ClusterView, active: list[JobState], chosen: dict[int, int],
+              partner: dict[int, int], types: tuple[str, ...]) -> set[str]:
+        """Running jobs chosen again on the type they run on, which go on without a restart.
+
+        A pair already sharing goes on; a job running alone goes on, and its new
+        partner (if any) joins it. A job that shared with another and now runs
+        alone goes on unless its old partner already does.
+        """
+        keep: set[str] = set()
+        later: list[JobState] = []
+        for index, state in enumerate(active):
+            j = chosen.get(index)
+            if state.status is not Status.RUNNING or j is None or \
+                    {view.topology.gpu_type_of(g) for g in state.gpu_ids} != {types[j]}:
+                continue
+            other = partner.get(index)
+            new_partner = None if other is None else active[other].job_id
+            if state.partner == new_partner:
+                keep.add(state.job_id)
+            elif state.partner is None and new_partner not in keep:
+                keep.add(state.job_id)  # the host: its new partner starts beside it
+            elif new_partner is None:
+                later.append(state)
+        keep.update(s.job_id for s in later if s.partner not in keep)
+        return keep

@@ -23,7 +23,7 @@ from rackwise.cluster.view import ClusterView
 from rackwise.errors import InputError, InvalidDecisionError, RackwiseError
 from rackwise.metrics.records import JobRecord, Timeline
 from rackwise.perf.base import IdealPerf, PerfModel, forked_rate
-from rackwise.policies.base import Decisions, Policy
+from rackwise.policies.base import Decisions, Policy, Start
 from rackwise.sim.events import Event, EventKind
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState, Status
@@ -32,6 +32,8 @@ INF = float("inf")
 # Steps a policy may take on an idle cluster, with jobs queued and none to come, before
 # the run is declared stuck (a round-based policy would otherwise loop for ever).
 MAX_IDLE_STEPS = 10_000
+# Floor of a job's speed beside a partner on its GPUs, so that a pair always finishes.
+MIN_PAIR_FACTOR = 0.01
 
 
 class SimulationStuckError(RackwiseError):
@@ -100,6 +102,8 @@ class Simulator:
         self._fork_overhead = getattr(policy, "fork_overhead_frac", None)
         # Optional: models that track communication say how much of each step it takes.
         self._comm_of = getattr(self.perf, "comm_per_iter_s", None)
+        # Optional: models that price two jobs on the same GPUs (space sharing).
+        self._sharing_factor = getattr(self.perf, "sharing_factor", None)
         self.n_steps = 0
 
     @classmethod
@@ -127,7 +131,8 @@ class Simulator:
         for owner, gpu_ids in (held_gpus or {}).items():
             sim.allocation.allocate(owner, gpu_ids)
         for state in running:
-            sim.allocation.allocate(state.job_id, state.gpu_ids)
+            if state.partner is None or state.partner not in sim.running:  # a pair holds its GPUs once
+                sim.allocation.allocate(state.job_id, state.gpu_ids)
             sim.running[state.job_id] = state
         rank = {job_id: index for index, job_id in enumerate(completion_order)}
         for state in sorted(running, key=lambda s: rank.get(s.job_id, len(rank))):
@@ -200,8 +205,7 @@ class Simulator:
             job_id, version = payload  # type: ignore[misc]
             state = self.running.get(job_id)
             if state is not None and state.version == version:
-                self._finish(state, now)
-                changed.add(job_id)
+                self._finish(state, now, changed)
                 policy.on_completion(state.job, now)
         jobs = self.jobs
         while self._next_arrival < len(jobs) and jobs[self._next_arrival].submit_time <= now:
@@ -274,17 +278,21 @@ class Simulator:
             state = self.running.get(job_id)
             if state is None:
                 self._reject(now, f"cannot preempt job {job_id}: it is not running")
-            self._preempt(state, now)
-            changed.add(job_id)
+            self._preempt(state, now, changed)
         for start in decisions.start:
             state = self.pending.get(start.job_id)
             if state is None:
                 where = "running" if start.job_id in self.running else (
                     "finished" if start.job_id in self.finished else "not in the queue")
                 self._reject(now, f"cannot start job {start.job_id}: it is {where}")
-            self._check_gpus(state, start.gpu_ids, now, start.copies)
-            self._start(state, start.gpu_ids, now, start.copies)
+            if start.beside is None:
+                self._check_gpus(state, start.gpu_ids, now, start.copies)
+            else:
+                self._check_pair(state, start, now)
+            self._start(state, start.gpu_ids, now, start.copies, start.beside)
             changed.add(start.job_id)
+            if start.beside is not None:
+                changed.add(start.beside)
         if changed:
             self._update_rates(changed, now)
         wake_at = decisions.wake_at
@@ -310,12 +318,28 @@ class Simulator:
             if owner[gpu] is not None:
                 self._reject(now, f"job {job.job_id}: GPU {gpu} is held by job {owner[gpu]}")
 
+    def _check_pair(self, state: JobState, start: Start, now: float) -> None:
+        job_id, beside = state.job_id, start.beside
+        host = self.running.get(beside) if beside is not None else None
+        if host is None:
+            self._reject(now, f"job {job_id} cannot share the GPUs of job {beside}: it is not running")
+        if self._sharing_factor is None:
+            self._reject(now, f"job {job_id} cannot share GPUs: performance model "
+                              f"{type(self.perf).__name__} has no paired throughputs "
+                              f"(use the network model)")
+        if host.partner is not None or start.copies != 1 or host.copies != 1:
+            self._reject(now, f"job {job_id} cannot share the GPUs of job {beside}: only two "
+                              f"unforked jobs may share a GPU")
+        if sorted(start.gpu_ids) != sorted(host.gpu_ids) or state.n_gpus != host.n_gpus:
+            self._reject(now, f"job {job_id} shares the GPUs of job {beside}, so it must ask for "
+                              f"the same count and be given exactly {list(host.gpu_ids)}")
+
     def _reject(self, now: float, reason: str) -> None:
         raise InvalidDecisionError(f"policy '{self.policy.name}' at t={now:.3f} s: {reason}")
 
     # ------------------------------------------------------------ transitions
     def _start(self, state: JobState, gpu_ids: tuple[int, ...], now: float,
-               copies: int = 1) -> None:
+               copies: int = 1, beside: str | None = None) -> None:
         del self.pending[state.job_id]
         self._pending_holes += 1
         # A dict keeps a deleted entry's slot until it resizes, and iterating it from
@@ -326,7 +350,11 @@ class Simulator:
             self.pending.update(kept)
             self._pending_holes = 0
         state.copies = copies
-        self.allocation.allocate(state.job_id, gpu_ids)
+        if beside is None:
+            self.allocation.allocate(state.job_id, gpu_ids)
+        else:  # the GPUs stay its partner's in the table; both jobs hold them
+            state.partner = beside
+            self.running[beside].partner = state.job_id
         state.status = Status.RUNNING
         state.gpu_ids = tuple(gpu_ids)
         state.run_start = now
@@ -338,23 +366,31 @@ class Simulator:
         state.n_nodes, state.n_racks = self.topology.spread(gpu_ids)
         self.running[state.job_id] = state
 
-    def _stop(self, state: JobState, now: float) -> None:
+    def _stop(self, state: JobState, now: float, changed: set[str]) -> None:
         state.advance(now)
         state.overhead_s += max(0.0, min(now, state.busy_until) - state.run_start)
-        self.allocation.release(state.gpu_ids)
+        partner = state.partner
+        if partner is None:
+            self.allocation.release(state.gpu_ids)
+        else:  # the partner runs on alone, now at its own pace
+            self.allocation.hand_over(state.gpu_ids, partner)
+            self.running[partner].partner = None
+            state.partner = None
+            changed.add(partner)
         del self.running[state.job_id]
+        changed.add(state.job_id)
         state.version += 1
         state.rate_iters_per_s = 0.0
 
-    def _preempt(self, state: JobState, now: float) -> None:
-        self._stop(state, now)
+    def _preempt(self, state: JobState, now: float, changed: set[str]) -> None:
+        self._stop(state, now, changed)
         state.status = Status.PENDING
         state.n_preemptions += 1
         state.queued_since = now
         self.pending[state.job_id] = state
 
-    def _finish(self, state: JobState, now: float) -> None:
-        self._stop(state, now)
+    def _finish(self, state: JobState, now: float, changed: set[str]) -> None:
+        self._stop(state, now, changed)
         state.iters_done = state.job.total_iters
         state.status = Status.FINISHED
         state.finish_time = now
@@ -371,6 +407,8 @@ class Simulator:
             if state.copies > 1:
                 frac = self._fork_overhead(state.job) if self._fork_overhead is not None else 0.0
                 rate = forked_rate(self.perf, state, running, frac)
+            elif state.partner is not None:
+                rate *= self._pair_factor(state)
             if job_id not in changed and rate == state.rate_iters_per_s:
                 continue
             state.advance(now)
@@ -381,6 +419,12 @@ class Simulator:
             eta = state.finish_eta()
             if eta < INF:
                 push(eta if eta > now else now, EventKind.COMPLETION, (job_id, state.version))
+
+    def _pair_factor(self, state: JobState) -> float:
+        assert self._sharing_factor is not None and state.partner is not None
+        gpu_type = self.topology.gpu_type_of(state.gpu_ids[0])
+        factor = self._sharing_factor(state.job, self.running[state.partner].job, gpu_type)
+        return min(max(factor, MIN_PAIR_FACTOR), 1.0)
 
     # ---------------------------------------------------------------- helpers
     def _push(self, time: float, kind: EventKind, payload: object) -> None:

@@ -29,6 +29,7 @@ class JobState:
         "busy_until", "run_start", "first_start", "finish_time", "n_preemptions",
         "attained_gpu_s", "queued_since", "run_time_s", "overhead_s", "version", "n_nodes",
         "n_racks", "copies", "comm_s", "comm_extra_s", "comm_s_per_iter", "comm_extra_s_per_iter",
+        "partner",
     )
 
     def __init__(self, job: Job) -> None:
@@ -51,6 +52,7 @@ class JobState:
         self.n_nodes = 0
         self.n_racks = 0
         self.copies = 1  # forked copies training at once, each on n_gpus GPUs
+        self.partner: str | None = None  # the running job sharing its GPUs (space sharing)
         # Communication accounting, fed by performance models that track it:
         # totals so far, and the per-iteration figures at the current rate.
         self.comm_s = 0.0

@@ -9,11 +9,17 @@ j. Every program here keeps Gavel's base constraints (gavel.md §3.0)::
 
 Matrices are built sparse, so a round with thousands of jobs stays fast.
 Each solver returns X as a dense (jobs x types) array or raises `LPError`.
+
+Space sharing (gavel.md §3.1) adds a row ``Y[p, j]`` per candidate pair of
+jobs ``(a, b)`` sharing GPUs of type j: it counts against both jobs' time,
+takes the GPUs of one job, and gives each member ``factor`` of its rate
+alone (`Pairs`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -48,8 +54,45 @@ def _solve(c: np.ndarray, a_ub: Any, b_ub: np.ndarray, ub: np.ndarray) -> np.nda
 SOLVE: Callable[[np.ndarray, Any, np.ndarray, np.ndarray], np.ndarray] = _solve
 
 
-def _base(rates: np.ndarray, n_gpus: np.ndarray, capacity: np.ndarray) -> tuple[Any, np.ndarray, np.ndarray]:
-    """Base constraint rows (row sums, then capacity) and the upper bounds of X."""
+@dataclass(frozen=True)
+class Pairs:
+    """Candidate pairs of jobs that may share GPUs: the rows of Y.
+
+    Attributes:
+        members: (pairs x 2) job indices; both jobs ask for the same GPU count.
+        factors: (pairs x 2 x types) share of its own rate each member keeps
+            beside the other on each type (0 where the pair may not run there).
+    """
+
+    members: np.ndarray
+    factors: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.members)
+
+    def columns(self, n_jobs: int, n_gpus: np.ndarray) -> tuple[Any, np.ndarray]:
+        """Y's columns of the base rows (each member's time, then capacity), and Y's bounds."""
+        sparse, _ = _scipy()
+        n_pairs, _, n_types = self.factors.shape
+        cols = np.arange(n_pairs * n_types)
+        pair_of = cols // n_types
+        time = sparse.csr_matrix((np.ones(2 * len(cols)), (
+            np.concatenate([self.members[pair_of, 0], self.members[pair_of, 1]]),
+            np.concatenate([cols, cols]))), shape=(n_jobs, len(cols)))
+        cap = sparse.csr_matrix((n_gpus[self.members[pair_of, 0]].astype(float),
+                                 (cols % n_types, cols)), shape=(n_types, len(cols)))
+        ub = (self.factors > 0).all(axis=1).astype(float).ravel()
+        return sparse.vstack([time, cap], format="csr"), ub
+
+    def gains(self, coef: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per member: ``coef`` of its job times its factor, each (pairs x types)."""
+        return (coef[self.members[:, 0]] * self.factors[:, 0],
+                coef[self.members[:, 1]] * self.factors[:, 1])
+
+
+def _base(rates: np.ndarray, n_gpus: np.ndarray, capacity: np.ndarray,
+          pairs: Pairs | None = None) -> tuple[Any, np.ndarray, np.ndarray]:
+    """Base constraint rows (row sums, then capacity) and the upper bounds of X (then Y)."""
     sparse, _ = _scipy()
     n_jobs, n_types = rates.shape
     rows = sparse.kron(sparse.identity(n_jobs, format="csr"), np.ones((1, n_types)), format="csr")
@@ -58,11 +101,19 @@ def _base(rates: np.ndarray, n_gpus: np.ndarray, capacity: np.ndarray) -> tuple[
     a_ub = sparse.vstack([rows, cap], format="csr")
     b_ub = np.concatenate([np.ones(n_jobs), capacity.astype(float)])
     ub = (rates > 0).astype(float).ravel()
+    if pairs is not None and len(pairs):
+        a_pairs, ub_pairs = pairs.columns(n_jobs, n_gpus)
+        a_ub = sparse.hstack([a_ub, a_pairs], format="csr")
+        ub = np.concatenate([ub, ub_pairs])
     return a_ub, b_ub, ub
 
 
-def _with_epigraph(coef: np.ndarray, active: np.ndarray, a_base: Any) -> tuple[Any, Any]:
-    """Rows ``t - sum_j coef[m, j] X[m, j] <= 0`` for the active jobs, and the base rows widened."""
+def _with_epigraph(coef: np.ndarray, active: np.ndarray, a_base: Any,
+                   pairs: Pairs | None = None) -> tuple[Any, Any]:
+    """Rows ``t - sum_j coef[m, j] X[m, j] <= 0`` for the active jobs, and the base rows widened.
+
+    With ``pairs``, each member's row also counts its gain in every pair row.
+    """
     sparse, _ = _scipy()
     n_jobs, n_types = coef.shape
     idx = np.flatnonzero(active)
@@ -70,28 +121,42 @@ def _with_epigraph(coef: np.ndarray, active: np.ndarray, a_base: Any) -> tuple[A
         (-coef[idx].ravel(), (np.repeat(np.arange(len(idx)), n_types),
                               (idx[:, None] * n_types + np.arange(n_types)).ravel())),
         shape=(len(idx), n_jobs * n_types))
+    if pairs is not None and len(pairs):
+        row_of = np.full(n_jobs, -1)
+        row_of[idx] = np.arange(len(idx))
+        cols = np.arange(len(pairs) * n_types).reshape(len(pairs), n_types)
+        data, rows, columns = [], [], []
+        for side, gain in enumerate(pairs.gains(coef)):
+            member_row = row_of[pairs.members[:, side]]
+            keep = member_row >= 0
+            data.append(-gain[keep].ravel())
+            rows.append(np.repeat(member_row[keep], n_types))
+            columns.append(cols[keep].ravel())
+        block = sparse.hstack([block, sparse.csr_matrix(
+            (np.concatenate(data), (np.concatenate(rows), np.concatenate(columns))),
+            shape=(len(idx), cols.size))], format="csr")
     epi = sparse.hstack([block, np.ones((len(idx), 1))], format="csr")
     base = sparse.hstack([a_base, sparse.csr_matrix((a_base.shape[0], 1))], format="csr")
     return epi, base
 
 
 def _level_lp(coef: np.ndarray, offset: np.ndarray | None, rates: np.ndarray, n_gpus: np.ndarray,
-              capacity: np.ndarray) -> tuple[np.ndarray, Any, Any, np.ndarray, np.ndarray, float]:
+              capacity: np.ndarray, pairs: Pairs | None = None
+              ) -> tuple[np.ndarray, Any, Any, np.ndarray, np.ndarray, float]:
     """Maximise ``t = min_m (sum_j coef[m, j] X[m, j] - offset[m])`` over the active jobs.
 
-    Returns (flat X, epigraph rows, base rows, base bounds, X's upper bounds, t).
+    Returns (flat X then Y, epigraph rows, base rows, base bounds, upper bounds, t).
     """
     sparse, _ = _scipy()
-    n_jobs, n_types = coef.shape
     active = (coef > 0).any(axis=1) & (rates > 0).any(axis=1)
-    a_base, b_base, ub = _base(rates, n_gpus, capacity)
-    epi, base = _with_epigraph(coef, active, a_base)
+    a_base, b_base, ub = _base(rates, n_gpus, capacity, pairs)
+    epi, base = _with_epigraph(coef, active, a_base, pairs)
     a_ub = sparse.vstack([epi, base], format="csr")
     # The LP's t is the level plus ``shift`` so that X = 0, t = 0 is feasible (t is >= 0).
     rhs = np.zeros(epi.shape[0]) if offset is None else -offset[active]
     shift = max(0.0, -float(rhs.min())) if len(rhs) else 0.0
     b_ub = np.concatenate([rhs + shift, b_base])
-    c = np.zeros(n_jobs * n_types + 1)
+    c = np.zeros(len(ub) + 1)
     c[-1] = -1.0
     x = SOLVE(c, a_ub, b_ub, np.append(ub, np.inf))
     return x[:-1], epi, a_base, b_base, ub, float(x[-1]) - shift
@@ -105,19 +170,32 @@ def max_min(coef: np.ndarray, rates: np.ndarray, n_gpus: np.ndarray, capacity: n
     (within ``tolerance``, relative) and maximises the sum of the same
     quantity, so surplus capacity is not left to the solver's whim.
     """
+    return max_min_shared(coef, rates, n_gpus, capacity, None, second_stage=second_stage,
+                          tolerance=tolerance)[0]
+
+
+def max_min_shared(coef: np.ndarray, rates: np.ndarray, n_gpus: np.ndarray, capacity: np.ndarray,
+                   pairs: Pairs | None, *, second_stage: bool = True, tolerance: float = 1e-6
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """`max_min` with pair rows: each job's quantity adds its gains in the pairs; returns (X, Y)."""
     sparse, _ = _scipy()
     n_jobs, n_types = coef.shape
-    if n_jobs == 0:
-        return np.zeros((0, n_types))
-    if not ((coef > 0).any(axis=1) & (rates > 0).any(axis=1)).any():
-        return np.zeros((n_jobs, n_types))
-    x, epi, a_base, b_base, ub, level = _level_lp(coef, None, rates, n_gpus, capacity)
+    n_pairs = len(pairs) if pairs is not None else 0
+    none = np.zeros((n_jobs, n_types)), np.zeros((n_pairs, n_types))
+    if n_jobs == 0 or not ((coef > 0).any(axis=1) & (rates > 0).any(axis=1)).any():
+        return none
+    x, epi, a_base, b_base, ub, level = _level_lp(coef, None, rates, n_gpus, capacity, pairs)
     if second_stage and level > 0:
         # Fix t at (just under) the optimum; maximise the total instead.
         a_ub2 = sparse.vstack([epi[:, :-1], a_base], format="csr")
         b_ub2 = np.concatenate([np.full(epi.shape[0], -level * (1.0 - tolerance)), b_base])
-        x = SOLVE(-coef.ravel() / float(coef.max()), a_ub2, b_ub2, ub)
-    return _clip(x.reshape(n_jobs, n_types))
+        total = coef.ravel()
+        if n_pairs:
+            gain_a, gain_b = pairs.gains(coef)  # type: ignore[union-attr]
+            total = np.concatenate([total, (gain_a + gain_b).ravel()])
+        x = SOLVE(-total / float(coef.max()), a_ub2, b_ub2, ub)
+    x = _clip(x)
+    return x[:n_jobs * n_types].reshape(n_jobs, n_types), x[n_jobs * n_types:].reshape(n_pairs, n_types)
 
 
 def min_makespan(rates: np.ndarray, remaining: np.ndarray, n_gpus: np.ndarray,
