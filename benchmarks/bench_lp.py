@@ -1,6 +1,9 @@
 """Time one Gavel scheduling round (LP solve + round mechanism) for many active jobs.
 
 Prints one JSON line per figure, with wall (``*_s``) and CPU (``*_cpu_s``) seconds.
+``max_min_fairness+ss`` is max-min fairness with space sharing (pairs of the
+one-GPU jobs, each offered four partners, with pair factors drawn per pair of
+six model names).
 Usage: python benchmarks/bench_lp.py [n_jobs ...]
 """
 
@@ -19,6 +22,9 @@ from rackwise.sim.engine import Simulator
 from rackwise.workload.job import Job
 
 
+MODELS = ("m0", "m1", "m2", "m3", "m4", "m5")
+
+
 class _TypePerf:
     """Per-(job, type) rates drawn once; enough to exercise the LP at scale."""
 
@@ -26,7 +32,11 @@ class _TypePerf:
         rng = np.random.default_rng(seed)
         self.speed = {t: float(s) for t, s in zip(("v100", "p100", "k80"), (1.0, 0.6, 0.3))}
         self.factor = {j.job_id: float(rng.uniform(0.5, 2.0)) for j in jobs}
+        self.shares = {(a, b): float(rng.uniform(0.4, 0.9)) for a in MODELS for b in MODELS}
         self.topology = topology
+
+    def sharing_factor(self, job, partner, gpu_type):  # type: ignore[no-untyped-def]
+        return self.shares[(job.model, partner.model)]
 
     def prepare(self, jobs, topology, rng):  # type: ignore[no-untyped-def]
         return list(jobs)
@@ -47,8 +57,11 @@ def bench(n_jobs: int, objective: str) -> dict[str, object]:
     topology = spec.build()
     rng = np.random.default_rng(0)
     sizes = rng.choice([1, 2, 4, 8], p=[0.7, 0.1, 0.15, 0.05], size=n_jobs)
-    jobs = [Job(f"j{i:05d}", 0.0, int(s), 3600.0 * 10) for i, s in enumerate(sizes)]
-    policy = Gavel(objective=objective)  # type: ignore[arg-type]
+    models = rng.choice(MODELS, size=n_jobs)
+    jobs = [Job(f"j{i:05d}", 0.0, int(s), 3600.0 * 10, model=str(m))
+            for i, (s, m) in enumerate(zip(sizes, models))]
+    sharing = objective.endswith("+ss")
+    policy = Gavel(objective=objective.removesuffix("+ss"), space_sharing=sharing)  # type: ignore[arg-type]
     sim = Simulator(topology, jobs, policy, perf=_TypePerf(topology, jobs))  # type: ignore[arg-type]
     policy.reset(sim.view, np.random.default_rng(0))
     start, cpu = time.perf_counter(), time.process_time()
@@ -70,5 +83,6 @@ def bench(n_jobs: int, objective: str) -> dict[str, object]:
 if __name__ == "__main__":
     sizes = [int(a) for a in sys.argv[1:]] or [32, 256, 2048]
     for n in sizes:
-        for objective in ("max_min_fairness", "min_makespan", "finish_time_fairness"):
+        for objective in ("max_min_fairness", "min_makespan", "finish_time_fairness",
+                          "max_min_fairness+ss"):
             print(json.dumps(bench(n, objective)), flush=True)
