@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import signal
 
 import numpy as np
 import pytest
@@ -118,6 +119,20 @@ def test_h9_price_guard_no_plan_pays_at_full_price(theta: list[float], n_gpus: i
     plan = best_plan(rows, work, lambda t: sigmoid_utility(t + 1, 1.0, 1.0, gamma3), 3)
     assert plan is None or plan.payoff <= 1e-12
 
+
+
+def test_plan_ends_when_rounding_leaves_less_than_a_slot_tolerance() -> None:
+    # Seen on philly_2017 under hadare: 3 slots and 1,556 tail slots of 360 iterations fall
+    # 1.4e-9 short of the work (rounding); the tail then needed 0 more slots, forever.
+    option = Option(360.0 * 3.4e-7, 360.0, ((0, 1),))
+    previous = signal.signal(signal.SIGALRM, lambda *_: pytest.fail("best_plan did not return"))
+    signal.alarm(10)
+    try:
+        plan = best_plan([[option]] * 4, 561240.0000000014, lambda t: 1.0, 2)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert plan is not None and plan.finish_slot == 1559 and plan.tail_slots == 1556
 
 def test_h10_no_gratuitous_mixing() -> None:
     topology = cluster(("v100", 1, 4), ("p100", 1, 4), ("k80", 1, 4))

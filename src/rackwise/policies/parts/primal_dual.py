@@ -84,6 +84,10 @@ def _greedy(rows: list[Option | None], tail: Option | None, n_tail: int,
         else:
             assert tail is not None
             k = min(n_tail - n_used_tail, math.ceil((work - done) / tail.progress - 1e-9))
+            if k == 0:
+                # What is left is below the slot tolerance (rounding, on large work): covered,
+                # as `best_plan`'s earliest finish counts it. Looping on would never end.
+                break
             n_used_tail += k
             done += k * tail.progress
             cost += k * tail.cost
