@@ -46,6 +46,32 @@ Take = tuple[tuple[int, int], ...]  # (node id, GPUs) of one copy
 Layout = tuple[Take, ...]  # one take per copy
 
 
+@dataclass(frozen=True, slots=True)
+class JobTypes:
+    """Which GPU types a job can use, worked out once from its rates on each type.
+
+    Attributes:
+        usable: Types with a positive rate, ascending.
+        at_least: For each usable type, the types at least as fast, ascending.
+        fastest: Usable types, fastest first (ties to the lower index).
+        tiers: Usable types grouped by equal rate, fastest group first.
+    """
+
+    usable: tuple[int, ...]
+    at_least: tuple[tuple[int, ...], ...]
+    fastest: tuple[int, ...]
+    tiers: tuple[tuple[int, ...], ...]
+
+    @classmethod
+    def of(cls, rates: np.ndarray) -> JobTypes:
+        usable = tuple(int(r) for r in np.flatnonzero(rates > 0))
+        at_least = tuple(tuple(int(t) for t in np.flatnonzero(rates >= rates[r])) for r in usable)
+        fastest = tuple(int(r) for r in np.argsort(-rates, kind="stable") if rates[r] > 0)
+        tiers = tuple(tuple(int(t) for t in np.flatnonzero(rates == rate))
+                      for rate in sorted({float(rates[r]) for r in usable}, reverse=True))
+        return cls(usable, at_least, fastest, tiers)
+
+
 @dataclass(kw_only=True)
 class Hadar(BasePolicy):
     """Per-round primal-dual planning with task-level placement across GPU types.
@@ -90,10 +116,19 @@ class Hadar(BasePolicy):
         self.type_nodes_ = [self.rates_.nodes[t] for t in types]
         self.min_nodes_: dict[tuple[int, int], int] = {}
         self.d_min_: dict[str, int] = {}
+        self.types_: dict[str, JobTypes] = {}
 
     def on_completion(self, job: Job, now: float) -> None:
         self.rates_.forget(job.job_id)
         self.d_min_.pop(job.job_id, None)
+        self.types_.pop(job.job_id, None)
+
+    def _job_types(self, job_id: str, rates: np.ndarray) -> JobTypes:
+        # A job's rates are cached until it completes, so what follows from them is too.
+        types = self.types_.get(job_id)
+        if types is None:
+            types = self.types_[job_id] = JobTypes.of(rates)
+        return types
 
     # ---------------------------------------------------------------- rounds
     def schedule(self, view: ClusterView, now: float) -> Decisions:
@@ -117,23 +152,24 @@ class Hadar(BasePolicy):
     def _plan(self, view: ClusterView, active: list[JobState], theta: np.ndarray,
               now: float) -> dict[str, Layout]:
         delta = self.round_s
-        jobs: list[tuple[JobState, np.ndarray, float, int, float]] = []
+        jobs: list[tuple[JobState, np.ndarray, float, int, float, JobTypes]] = []
         densities = []
         for state, rates in zip(active, theta):
-            if not (rates > 0).any():
+            types = self._job_types(state.job_id, rates)
+            if not types.usable:
                 continue
             remaining = state.remaining_iters(now)
             elapsed = int((now - state.job.submit_time) // delta)
             gamma3 = self._gamma3(state, rates)
-            jobs.append((state, rates, remaining, elapsed, gamma3))
-            for r in np.flatnonzero(rates > 0):
+            jobs.append((state, rates, remaining, elapsed, gamma3, types))
+            for r in types.usable:
                 d = max(1, math.ceil(remaining / (delta * rates[r])))
                 f = self._f(elapsed + d, gamma3)
                 # The floor assumes the spread penalty too, so a job that must span
                 # nodes (or types) is still admitted into an empty cluster.
                 d_spread = max(1, math.ceil(remaining / (delta * rates[r] * self.spread_factor)))
                 f_spread = self._f(elapsed + d_spread, gamma3) / (state.job.n_gpus * d_spread)
-                densities.append((int(r), f / (state.job.n_gpus * d), f_spread))
+                densities.append((r, f / (state.job.n_gpus * d), f_spread))
         if not jobs:
             return {}
         lower = 0.5 * min(v for _, _, v in densities)
@@ -144,8 +180,14 @@ class Hadar(BasePolicy):
         if self.order == "utility_density":
             jobs.sort(key=lambda j: -self._f(j[3] + 1, j[4]) / (j[0].job.n_gpus * self.d_min_[j[0].job_id]))
         layouts: dict[str, Layout] = {}
-        for state, rates, remaining, elapsed, gamma3 in jobs:
-            rows = [self._options(book, t, rates, state.job.n_gpus) for t in range(book.horizon)]
+        for state, rates, remaining, elapsed, gamma3, types in jobs:
+            n_gpus = state.job.n_gpus
+            # A slot without n_gpus free GPUs of the usable types offers nothing; most of a
+            # long queue meets only such slots, and a job offered nothing gets no plan.
+            rows = [self._options(book, t, rates, n_gpus, types)
+                    if book.free_in(t, types.usable) >= n_gpus else [] for t in range(book.horizon)]
+            if not any(rows):
+                continue
             plan = best_plan(rows, remaining, partial(self._finish_utility, elapsed, gamma3),
                              self.max_wait_slots)
             if plan is None:
@@ -154,7 +196,7 @@ class Hadar(BasePolicy):
             if plan.slots and plan.slots[0][0] == 0:  # it runs now
                 layouts[state.job_id] = (plan.slots[0][1].take,)
         if self.backfill:
-            self._backfill(view, [j[0] for j in jobs], theta, active, layouts)
+            self._backfill(view, [j[0] for j in jobs], layouts)
         return layouts
 
     def _f(self, slots: float, gamma3: float) -> float:
@@ -164,12 +206,17 @@ class Hadar(BasePolicy):
         """Utility of finishing in slot t of this round's plan (slot 0 is now)."""
         return self._f(elapsed + t + 1, gamma3)
 
-    def _options(self, book: PriceBook, slot: int, rates: np.ndarray, n_gpus: int) -> list[Option]:
-        """Non-dominated ways to hold the job's GPUs in one slot (§3.3, rules of §3.5)."""
+    def _options(self, book: PriceBook, slot: int, rates: np.ndarray, n_gpus: int,
+                 types: JobTypes | None = None) -> list[Option]:
+        """Non-dominated ways to hold the job's GPUs in one slot (§3.3, rules of §3.5).
+
+        ``types`` is ``JobTypes.of(rates)``, passed when already known.
+        """
         delta = self.round_s
         options: list[Option] = []
-        usable = [int(r) for r in np.flatnonzero(rates > 0)]
-        for r in usable:
+        if types is None:
+            types = JobTypes.of(rates)
+        for r in types.usable:
             picked = self._local(book, slot, (r,), n_gpus)
             if picked is None:
                 continue
@@ -179,8 +226,7 @@ class Hadar(BasePolicy):
         if options:
             return _non_dominated(options)
         # No single type has room: mix types (the task-level freedom).
-        for r in usable:
-            allowed = [int(t) for t in np.flatnonzero(rates >= rates[r])]
+        for r, allowed in zip(types.usable, types.at_least):
             if book.free_in(slot, allowed) < n_gpus:
                 continue
             picked = cheapest_gpus(book, slot, book.with_free(slot, allowed), n_gpus)
@@ -222,15 +268,12 @@ class Hadar(BasePolicy):
             self.min_nodes_[key] = topology.spread(gpus)[0] if gpus else 1 << 30
         return self.min_nodes_[key]
 
-    def _backfill(self, view: ClusterView, jobs: list[JobState], theta: np.ndarray,
-                  active: list[JobState], layouts: dict[str, Layout]) -> None:
+    def _backfill(self, view: ClusterView, jobs: list[JobState], layouts: dict[str, Layout]) -> None:
         """Give GPUs no plan uses to waiting jobs that can use them, oldest first."""
         book = used_book(view, layouts, self.node_type_)
-        rate_of = {s.job_id: r for s, r in zip(active, theta)}
         waiting = [s for s in jobs if s.job_id not in layouts]
         for state in waiting:
-            rates = rate_of[state.job_id]
-            usable = tuple(int(r) for r in np.argsort(-rates, kind="stable") if rates[r] > 0)
+            usable = self.types_[state.job_id].fastest
             # One type if any has room (fastest first), else any usable GPUs.
             for types in [*((r,) for r in usable), usable]:
                 picked = self._local(book, 0, types, state.job.n_gpus)

@@ -85,32 +85,32 @@ class HadarE(Hadar):
         """Round-robin over running jobs (in planning order): one more copy each per pass."""
         book = used_book(view, layouts, self.node_type_)
         cap = self.max_copies if self.max_copies is not None else view.topology.n_nodes
-        rate_of = {s.job_id: r for s, r in zip(active, theta)}
         forkable = [s for s in active if s.job_id in layouts]
         while forkable:
             # A job that gets no copy in a pass never will (nodes only fill up): drop it.
-            forkable = [s for s in forkable if self._fork(book, s, rate_of[s.job_id], cap, layouts)]
+            forkable = [s for s in forkable if self._fork(book, s, cap, layouts)]
 
-    def _fork(self, book: PriceBook, state: JobState, rates: np.ndarray, cap: int,
-              layouts: dict[str, Layout]) -> bool:
+    def _fork(self, book: PriceBook, state: JobState, cap: int, layouts: dict[str, Layout]) -> bool:
         """Add one copy of the job on the best node left, if any; whether one was added."""
         layout = layouts[state.job_id]
         n = state.job.n_gpus
         if len(layout) >= cap:
             return False
         used = {node for take in layout for node, _ in take}
-        node = self._copy_node(book, rates, n, used)
+        node = self._copy_node(book, self.types_[state.job_id].tiers, n, used)
         if node is None:
             return False
         book.take(0, node, n)
         layouts[state.job_id] = layout + (((node, n),),)
         return True
 
-    def _copy_node(self, book: PriceBook, rates: np.ndarray, n_gpus: int,
+    def _copy_node(self, book: PriceBook, tiers: tuple[tuple[int, ...], ...], n_gpus: int,
                    used: set[int]) -> int | None:
-        """The fastest type first, then the emptiest node, then the lowest id; None if none fits."""
-        for rate in sorted({float(r) for r in rates if r > 0}, reverse=True):
-            types = [int(t) for t in np.flatnonzero(rates == rate)]
+        """The fastest type first, then the emptiest node, then the lowest id; None if none fits.
+
+        ``tiers``: the job's usable types grouped by equal rate, fastest first (`JobTypes`).
+        """
+        for types in tiers:
             for node, free in book.most_free_first(0, types):
                 if free < n_gpus:
                     break
