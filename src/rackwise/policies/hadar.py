@@ -344,6 +344,8 @@ def used_book(view: ClusterView, layouts: dict[str, Layout], node_type: Sequence
 
 def _non_dominated(options: list[Option]) -> list[Option]:
     """Drop options that cost more and progress no further than another."""
+    if len(options) <= 1:
+        return options
     keep: list[Option] = []
     for o in sorted(options, key=lambda o: (o.cost, -o.progress)):
         if not keep or o.progress > keep[-1].progress:

@@ -109,9 +109,13 @@ def best_plan(options: Sequence[Sequence[Option]], work: float, utility: Callabl
     """
     if not options:
         return None
-    by_ratio = [min(row, key=lambda o: (o.cost / o.progress, -o.progress)) if row else None
+    by_ratio = [row[0] if len(row) == 1 else
+                min(row, key=lambda o: (o.cost / o.progress, -o.progress)) if row else None
                 for row in options]
-    by_speed = [max(row, key=lambda o: (o.progress, -o.cost)) if row else None for row in options]
+    by_speed = [row[0] if len(row) == 1 else
+                max(row, key=lambda o: (o.progress, -o.cost)) if row else None for row in options]
+    # With one option a slot (the common case) both pick the same, and so would both fills.
+    fills = (by_ratio,) if all(a is b for a, b in zip(by_ratio, by_speed)) else (by_ratio, by_speed)
     last = len(options) - 1
     # Earliest feasible finish: the most progress in every slot.
     done, t_min = 0.0, None
@@ -130,8 +134,8 @@ def best_plan(options: Sequence[Sequence[Option]], work: float, utility: Callabl
     for t_hat in range(t_min, t_min + max_wait_slots + 1):
         n_rows = min(t_hat + 1, last)  # explicit slots 0..n_rows-1
         n_tail = t_hat + 1 - n_rows  # copies of the last row
-        for rows in (by_ratio, by_speed):
-            picked = _greedy(list(rows[:n_rows]), rows[last], n_tail, work)
+        for rows in fills:
+            picked = _greedy(rows[:n_rows], rows[last], n_tail, work)
             if picked is not None:
                 break
         if picked is None:
