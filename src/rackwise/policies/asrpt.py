@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import ClassVar, Literal
@@ -172,17 +173,17 @@ class Asrpt(BasePolicy):
         for job in self.arrived_:
             self._enter_vm(view, job)
         self.arrived_.clear()
-        for state in view.running.values():
-            self._check_overrun(state, now)
+        self._check_overruns(view.running, now)
 
         if not view.pending:
             return Decisions()
-        key = vm.key
-        eligible = sorted(((key(s.job_id), s) for s in view.pending.values()
-                           if self.gate == "arrival" or vm.is_overdue(s.job_id)), key=itemgetter(0))
+        pending: Iterable[tuple[str, JobState]] = view.pending.items()
+        if self.gate != "arrival":
+            pending = [(job_id, s) for job_id, s in pending if vm.is_overdue(job_id)]
+        eligible = vm.ranked(pending)
         free = view.tentative()
         if self.preempt and self.gate == "arrival":
-            running = sorted(((key(s.job_id), s) for s in view.running.values()), key=itemgetter(0))
+            running = vm.ranked(view.running.items())
             starts, preempted = self._preempt_to_vm_order(running, eligible, free, now)
         else:
             starts, preempted = [], []
@@ -214,16 +215,20 @@ class Asrpt(BasePolicy):
         self.estimate_iters_[job.job_id] = iters
         self.vm_.add(job.job_id, iters * per_iter, job.submit_time)
 
-    def _check_overrun(self, state: JobState, now: float) -> None:
-        """A job that ran past its prediction gets a larger one (the "adaptive" part)."""
-        done = state.iters_at(now)
-        estimate = self.estimate_iters_[state.job_id]
-        if done >= estimate and done < state.job.total_iters:
-            grown = max(math.ceil((1.0 + self.overrun_factor) * done), math.floor(done) + 1)
-            self._set_estimate(state.job_id, float(grown))
+    def _check_overruns(self, running: Mapping[str, JobState], now: float) -> None:
+        """A job that ran past its prediction gets a larger one (the "adaptive" part).
+
+        Asked of every running job at every event, so the loop is kept tight.
+        """
+        estimates = self.estimate_iters_
+        for job_id, state in running.items():
+            done = state.iters_at(now)
+            if done >= estimates[job_id] and done < state.job.total_iters:
+                grown = max(math.ceil((1.0 + self.overrun_factor) * done), math.floor(done) + 1)
+                self._set_estimate(job_id, float(grown))
 
     def _preempt_to_vm_order(self, running: list[tuple[Key, JobState]],
-                             eligible: list[tuple[Key, JobState]], free: TentativeAllocation,
+                             eligible: Iterable[tuple[Key, JobState]], free: TentativeAllocation,
                              now: float) -> tuple[list[Start], list[str]]:
         """Start the jobs the virtual machine ranks first, preempting lower-ranked ones.
 

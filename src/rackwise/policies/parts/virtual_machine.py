@@ -17,8 +17,11 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Iterable
+from operator import itemgetter
+from typing import TypeVar
 
 INF = float("inf")
+T = TypeVar("T")
 
 # A queue entry: [remaining_s, release_time, seq, job_id, alive]. Only the head
 # is ever served, and lowering the head's key keeps the heap valid, so the head
@@ -118,6 +121,24 @@ class VirtualMachine:
             return (entry[0], entry[1], entry[2])
         finish, seq = self._overdue[job_id]
         return (0.0, finish, seq)
+
+    def ranked(self, items: Iterable[tuple[str, T]]) -> list[tuple[tuple[float, float, int], T]]:
+        """``(key(job_id), value)`` for each ``(job_id, value)``, smallest key first.
+
+        What sorting by `key` gives, for a whole queue at once: asked at every
+        event for every waiting job, so the lookups are inlined.
+        """
+        entries, overdue = self._entries, self._overdue
+        out = []
+        for job_id, value in items:
+            entry = entries.get(job_id)
+            if entry is not None:
+                out.append(((entry[0], entry[1], entry[2]), value))
+            else:
+                finish, seq = overdue[job_id]
+                out.append(((0.0, finish, seq), value))
+        out.sort(key=itemgetter(0))
+        return out
 
     def next_finish_time(self) -> float:
         """When the machine next finishes a job if nothing changes (inf if idle)."""
