@@ -14,6 +14,7 @@ import pytest
 from model_helpers import placed, prepared
 
 from rackwise.cluster.allocation import Allocation
+from rackwise.cluster.graph_placement import place_graph, placement_cost
 from rackwise.cluster.topology import Links, uniform_cluster
 from rackwise.cluster.view import ClusterView
 from rackwise.perf.comm import mapped_comm_s
@@ -21,10 +22,9 @@ from rackwise.perf.config import PerfConfig
 from rackwise.perf.model import NetworkPerf
 from rackwise.policies.asrpt import AsrptOracle
 from rackwise.policies.base import BasePolicy, Decisions, Start
-from rackwise.policies.parts.graph_placement import place_graph, placement_cost
-from rackwise.policies.parts.job_graph import build_job_graph
 from rackwise.sim.engine import simulate
 from rackwise.workload.job import Job, Parallelism
+from rackwise.workload.job_graph import build_job_graph
 
 ACT = 1024 * 1600 * 2.0  # GPT-2 XL: one micro-batch's activations, bytes
 R50 = "ResNet-50 (batch size 64)"

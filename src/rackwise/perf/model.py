@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rackwise.cluster.allocation import Allocation
+from rackwise.cluster.graph_placement import place_graph, placement_cost
 from rackwise.cluster.topology import Topology
 from rackwise.errors import InputError
 from rackwise.perf.catalogue import CATALOGUE, ModelSpec, assign_models, resolve_model
@@ -54,9 +55,8 @@ from rackwise.perf.comm import (
 from rackwise.perf.config import PerfConfig
 from rackwise.perf.interference import Interference
 from rackwise.perf.throughput import ThroughputTable, default_table
-from rackwise.policies.parts.graph_placement import place_graph, placement_cost
-from rackwise.policies.parts.job_graph import JobGraph, build_job_graph
 from rackwise.workload.job import Job, Parallelism
+from rackwise.workload.job_graph import JobGraph, build_job_graph
 
 if TYPE_CHECKING:
     from rackwise.workload.state import JobState

@@ -31,15 +31,24 @@ from typing import ClassVar
 import numpy as np
 
 from rackwise.cluster.allocation import Allocation, TentativeAllocation
+from rackwise.cluster.graph_placement import GraphPlacement, placement_cost
 from rackwise.cluster.view import ClusterView
 from rackwise.policies.asrpt import Asrpt
 from rackwise.policies.base import Decisions
-from rackwise.policies.parts.graph_placement import GraphPlacement, placement_cost
-from rackwise.policies.parts.heterogeneity import TypeMask, TypeThroughputs, nodes_by_type
-from rackwise.policies.parts.job_graph import build_job_graph
+from rackwise.policies.parts.heterogeneity import (
+    TypeMask,
+    TypeThroughputs,
+    nodes_by_type,
+)
 from rackwise.policies.parts.locality import (
-    L2, SigmaEstimator, best_placement, main_gpu_type, target_level)
+    L2,
+    SigmaEstimator,
+    best_placement,
+    main_gpu_type,
+    target_level,
+)
 from rackwise.workload.job import Job
+from rackwise.workload.job_graph import build_job_graph
 from rackwise.workload.state import JobState
 
 DELAY = "delay"  # the ``placement`` value that turns on parts 2 and 3

@@ -8,14 +8,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rackwise.cluster.allocation import Allocation
-from rackwise.cluster.topology import uniform_cluster
-from rackwise.policies.parts.graph_placement import (
+from rackwise.cluster.graph_placement import (
     _refine,
     choose_servers,
     place_graph,
     placement_cost,
 )
-from rackwise.policies.parts.job_graph import (
+from rackwise.cluster.topology import uniform_cluster
+from rackwise.policies.parts.placement import first_fit
+from rackwise.workload.job import Job, Parallelism
+from rackwise.workload.job_graph import (
     ModelShape,
     build_job_graph,
     edge_bytes,
@@ -23,8 +25,6 @@ from rackwise.policies.parts.job_graph import (
     mixed_parallel_graph,
     model_shape,
 )
-from rackwise.policies.parts.placement import first_fit
-from rackwise.workload.job import Job, Parallelism
 from tests.strategies import topologies
 
 GB = 1e9
