@@ -182,8 +182,8 @@ class Hadar(BasePolicy):
         layouts: dict[str, Layout] = {}
         for state, rates, remaining, elapsed, gamma3, types in jobs:
             n_gpus = state.job.n_gpus
-            # A slot without n_gpus free GPUs of the usable types offers nothing; most of a
-            # long queue meets only such slots, and a job offered nothing gets no plan.
+            # A slot without n_gpus free GPUs of the usable types offers nothing (the
+            # search would find no option), and a job offered nothing gets no plan.
             rows = [self._options(book, t, rates, n_gpus, types)
                     if book.free_in(t, types.usable) >= n_gpus else [] for t in range(book.horizon)]
             if not any(rows):
