@@ -664,7 +664,7 @@ class NetworkPerf:
                 share = placed.node_gpus[i] / size
                 factor = 1.0
                 for other, other_gpus, j in self._node_jobs[node].values():
-                    if other.job_id == partner:
+                    if partner is not None and other.job_id == partner:
                         other.partner = job_id
                         continue
                     weight = row.get(other.model)
@@ -711,7 +711,7 @@ class NetworkPerf:
         job_id = placed.job_id
         del self._placed[job_id]
         coeff = self._coeff
-        model = placed.model
+        model, partner = placed.model, placed.partner
         for i, node in enumerate(placed.nodes):
             neighbours = self._node_jobs[node]
             del neighbours[job_id]
@@ -720,7 +720,7 @@ class NetworkPerf:
             share = placed.node_gpus[i] / self._node_size[node]
             alone = len(neighbours) == 1
             for other, _, j in neighbours.values():
-                if other.job_id == placed.partner:
+                if partner is not None and other.job_id == partner:
                     other.partner = None  # runs on alone: the engine drops its pair factor
                     continue
                 if alone:

@@ -34,6 +34,7 @@ INF = float("inf")
 MAX_IDLE_STEPS = 10_000
 # Floor of a job's speed beside a partner on its GPUs, so that a pair always finishes.
 MIN_PAIR_FACTOR = 0.01
+_COMPLETION = int(EventKind.COMPLETION)
 
 
 class SimulationStuckError(RackwiseError):
@@ -398,7 +399,7 @@ class Simulator:
         self.records.append(_record(state))
 
     def _update_rates(self, changed: set[str], now: float) -> None:
-        running, comm_of, push = self.running, self._comm_of, self._push
+        running, comm_of, heap, seq = self.running, self._comm_of, self._heap, self._seq
         # Sorted: the order of a set of strings changes between processes.
         new_rates = self.perf.rates(running, sorted(changed))
         for job_id in sorted(new_rates):
@@ -415,10 +416,16 @@ class Simulator:
             state.rate_iters_per_s = rate
             if comm_of is not None:
                 state.comm_s_per_iter, state.comm_extra_s_per_iter = comm_of(job_id)
-            state.version += 1
-            eta = state.finish_eta()
-            if eta < INF:
-                push(eta if eta > now else now, EventKind.COMPLETION, (job_id, state.version))
+            version = state.version = state.version + 1
+            # `finish_eta` and `_push` inlined: this runs for every re-rated job.
+            if rate > 0.0:
+                start, busy = state.last_update, state.busy_until
+                eta = (start if start >= busy else busy) + (
+                    state.job.total_iters - state.iters_done) / rate
+                if eta < INF:
+                    heapq.heappush(heap, (eta if eta > now else now, _COMPLETION, next(seq),
+                                          EventKind.COMPLETION, (job_id, version)))
+        self._compact_heap()
 
     def _pair_factor(self, state: JobState) -> float:
         assert self._sharing_factor is not None and state.partner is not None
@@ -428,10 +435,13 @@ class Simulator:
 
     # ---------------------------------------------------------------- helpers
     def _push(self, time: float, kind: EventKind, payload: object) -> None:
-        heap = self._heap
-        heapq.heappush(heap, (time, int(kind), next(self._seq), kind, payload))
+        heapq.heappush(self._heap, (time, int(kind), next(self._seq), kind, payload))
+        self._compact_heap()
+
+    def _compact_heap(self) -> None:
         # A preempted job's completion stays in the heap until its (far) time comes;
         # dropping such stale events once they outnumber the rest keeps pushes and pops cheap.
+        heap = self._heap
         if len(heap) > 2 * (len(self.running) + len(self._timers)) + 1024:
             heap[:] = [event for event in heap if self._is_live(event)]
             heapq.heapify(heap)
