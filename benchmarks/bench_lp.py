@@ -21,7 +21,6 @@ from rackwise.policies.gavel import Gavel
 from rackwise.sim.engine import Simulator
 from rackwise.workload.job import Job
 
-
 MODELS = ("m0", "m1", "m2", "m3", "m4", "m5")
 
 
