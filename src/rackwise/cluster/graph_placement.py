@@ -172,11 +172,10 @@ def choose_servers(free: FreeGpus, n_gpus: int, unit: int = 1) -> list[tuple[int
     """
     if n_gpus > free.n_free:
         return None
+    node = free.tightest_node(n_gpus)  # None also for a job larger than every node
+    if node is not None:
+        return [(node, n_gpus)]
     topology = free.topology
-    if n_gpus <= topology.max_gpus_per_node:
-        node = free.tightest_node(n_gpus)
-        if node is not None:
-            return [(node, n_gpus)]
     best: list[tuple[int, int]] | None = None
     for rack, rack_nodes in enumerate(topology.rack_nodes):
         if free.free_in_rack(rack) < n_gpus:

@@ -63,11 +63,10 @@ def best_placement(free: FreeGpus, n_gpus: int, max_level: int) -> GpuIds | None
     """
     if n_gpus > free.n_free:
         return None
+    node = _tightest_node(free, n_gpus)  # None also for a job larger than every node
+    if node is not None:
+        return tuple(free.free_gpu_ids(node)[:n_gpus])
     topology = free.topology
-    if n_gpus <= topology.max_gpus_per_node:
-        node = _tightest_node(free, n_gpus)
-        if node is not None:
-            return tuple(free.free_gpu_ids(node)[:n_gpus])
     if max_level <= L0:
         return None
     best_key: tuple[int, int, int] | None = None

@@ -65,11 +65,10 @@ def consolidated(free: FreeGpus, n_gpus: int, rng: np.random.Generator) -> tuple
     """
     if n_gpus > free.n_free:
         return None
+    node = free.tightest_node(n_gpus)  # None also for a job larger than every node
+    if node is not None:
+        return tuple(free.free_gpu_ids(node)[:n_gpus])
     topology = free.topology
-    if n_gpus <= topology.max_gpus_per_node:
-        node = free.tightest_node(n_gpus)
-        if node is not None:
-            return tuple(free.free_gpu_ids(node)[:n_gpus])
     counts: list[int] | None = None  # read once, when a rack first qualifies
     best: list[int] | None = None
     fewest_possible = -(-n_gpus // topology.max_gpus_per_node)
