@@ -115,22 +115,14 @@ class IterationBreakdown:
         return max(0.0, self.comm_s - self.consolidated_comm_s)
 
 
+# (field index, value) changes, and the rate iterations follow from (None: unchanged)
+_Plan = tuple[tuple[tuple[int, object], ...], float | None]
 _JOB_FIELDS = tuple(item.name for item in fields(Job))
 _JOB_VALUES = attrgetter(*_JOB_FIELDS)
 _JOB_INDEX = {name: index for index, name in enumerate(_JOB_FIELDS)}
 _MODEL, _GRADIENT_BYTES, _MODEL_BYTES, _SENSITIVITY, _TOTAL_ITERS = (
     _JOB_INDEX[name] for name in ("model", "gradient_bytes", "model_bytes", "comm_sensitivity",
                                   "total_iters"))
-
-
-def _with_changes(job: Job, changes: list[tuple[int, object]]) -> Job:
-    """A copy of ``job`` with ``(field index, value)`` changes."""
-    # NOTE: the positional constructor, not dataclasses.replace: prepare rebuilds every
-    # job of a trace, and replace's per-call field introspection was most of its time.
-    values = list(_JOB_VALUES(job))
-    for index, value in changes:
-        values[index] = value
-    return Job(*values)
 
 
 class _Placed:
@@ -225,6 +217,8 @@ class NetworkPerf:
         self._share = [INF] * topology.n_racks  # uplink Gb/s per crossing job
         self._comm_now: dict[str, tuple[float, float]] = {}
         self._compute_cache: dict[tuple[str, int, str, float], float] = {}
+        # a one-GPU job's compute per step by (model, gradient bytes, GPU type): `_place`'s common case
+        self._one_gpu_compute: dict[tuple[str | None, float, str], float] = {}
         self._graph_cache: dict[tuple[str | None, float, Parallelism], tuple[JobGraph, float]] = {}
         self._ref_cache: dict[tuple[str, int], float] = {}
         self._sensitivity_cache: dict[tuple[str, int, float], float] = {}
@@ -255,32 +249,54 @@ class NetworkPerf:
                                   self.config.large_model_frac)
             assigned = dict(zip(needy, names))
         out: list[Job] = []
+        plans: dict[tuple[object, ...], _Plan] = {}
         for index, job in enumerate(jobs):
             name = assigned.get(index, job.model)
             if name is None:
                 out.append(job)
                 continue
-            spec = self._spec(name, job)
-            changes: list[tuple[int, object]] = []
-            if spec.name != job.model:
-                changes.append((_MODEL, spec.name))
-            gradient_bytes = job.gradient_bytes or spec.gradient_bytes
-            if not job.gradient_bytes:
-                changes.append((_GRADIENT_BYTES, gradient_bytes))
-            if not job.model_bytes:
-                changes.append((_MODEL_BYTES, spec.checkpoint_bytes))
             is_assigned = index in assigned
-            if is_assigned or not job.comm_sensitivity:
-                changes.append((_SENSITIVITY, self._sensitivity(spec, job.n_gpus, gradient_bytes)))
-            if is_assigned or job.total_iters == job.duration_s:
-                par = job.parallelism
-                if par is not None and par.n_gpus == job.n_gpus and (par.tensor > 1 or par.pipeline > 1):
-                    rate = self._mapped_reference_rate(spec, job, par, gradient_bytes)
-                else:
-                    rate = self._reference_rate(spec, job.n_gpus, gradient_bytes)
-                changes.append((_TOTAL_ITERS, job.duration_s * rate))
-            out.append(_with_changes(job, changes) if changes else job)
+            # Jobs alike in all a plan depends on share it: a trace has few such kinds.
+            key = (name, job.model, job.n_gpus, job.gradient_bytes, not job.model_bytes,
+                   is_assigned or not job.comm_sensitivity,
+                   is_assigned or job.total_iters == job.duration_s, job.parallelism)
+            plan = plans.get(key)
+            if plan is None:
+                plan = plans[key] = self._plan(name, job, is_assigned)
+            changes, rate = plan
+            if not changes and rate is None:
+                out.append(job)
+                continue
+            values = list(_JOB_VALUES(job))
+            for field_index, value in changes:
+                values[field_index] = value
+            if rate is not None:
+                values[_TOTAL_ITERS] = job.duration_s * rate
+            out.append(Job(*values))  # positional: `dataclasses.replace` costs far more per job
         return out
+
+    def _plan(self, name: str, job: Job, is_assigned: bool) -> _Plan:
+        """What `prepare` changes in ``job`` once it runs model ``name``: field
+        changes, and the reference rate its iterations follow from (None: kept)."""
+        spec = self._spec(name, job)
+        changes: list[tuple[int, object]] = []
+        if spec.name != job.model:
+            changes.append((_MODEL, spec.name))
+        gradient_bytes = job.gradient_bytes or spec.gradient_bytes
+        if not job.gradient_bytes:
+            changes.append((_GRADIENT_BYTES, gradient_bytes))
+        if not job.model_bytes:
+            changes.append((_MODEL_BYTES, spec.checkpoint_bytes))
+        if is_assigned or not job.comm_sensitivity:
+            changes.append((_SENSITIVITY, self._sensitivity(spec, job.n_gpus, gradient_bytes)))
+        rate = None
+        if is_assigned or job.total_iters == job.duration_s:
+            par = job.parallelism
+            if par is not None and par.n_gpus == job.n_gpus and (par.tensor > 1 or par.pipeline > 1):
+                rate = self._mapped_reference_rate(spec, job, par, gradient_bytes)
+            else:
+                rate = self._reference_rate(spec, job.n_gpus, gradient_bytes)
+        return tuple(changes), rate
 
     # ------------------------------------------------------------ the protocol
     def rate(self, job: Job, gpu_ids: tuple[int, ...], running: Mapping[str, JobState]) -> float:
@@ -324,11 +340,7 @@ class NetworkPerf:
                 out[job_id] = placed.ideal_rate
                 continue
             if placed.crosses:
-                bandwidth = placed.base_gbps
-                for rack in placed.racks:
-                    share = shares[rack]
-                    if share < bandwidth:
-                        bandwidth = share
+                bandwidth = min(placed.base_gbps, min(map(shares.__getitem__, placed.racks)))
                 placed.bandwidth = bandwidth
                 if placed.cross_terms is None:
                     comm = placed.static_comm_s + placed.dyn_bits / (bandwidth * 1e9)
@@ -337,7 +349,8 @@ class NetworkPerf:
                 rate = 1.0 / (placed.compute_s / placed.factor + comm)
                 if rate == placed.rate:
                     continue
-                comm_now[job_id] = _comm_pair(comm, placed.ref_comm_s)
+                extra = comm - placed.ref_comm_s  # `_comm_pair`, inlined
+                comm_now[job_id] = (comm, extra if extra > 0.0 else 0.0)
             else:
                 rate = 1.0 / (placed.compute_s / placed.factor + placed.static_comm_s)
                 # A bystander whose pace did not move is left out: the engine has nothing to do.
@@ -496,16 +509,21 @@ class NetworkPerf:
         placed.crosses = False
         placed.bandwidth = INF
         gpu_node = self._gpu_node
-        spec = CATALOGUE.get(job.model) if job.model is not None else None
         if len(gpu_ids) == 1:
             node = gpu_node[gpu_ids[0]]
             placed.nodes, placed.node_gpus, placed.racks = self._one_node[node]
-            if spec is not None:
+            gpu_type = self._node_type[node]
+            key = (job.model, job.gradient_bytes, gpu_type)
+            compute = self._one_gpu_compute.get(key)
+            if compute is None and job.model in CATALOGUE:
+                spec = CATALOGUE[job.model]
+                compute = self._one_gpu_compute[key] = self._compute_s(
+                    spec, 1, gpu_type, job.gradient_bytes or spec.gradient_bytes)
+            if compute is not None:
                 # One GPU: nothing to communicate (most jobs of real traces take this path).
-                gpu_type = self._node_type[node]
                 placed.level, placed.gpu_type = Level.NODE, gpu_type
-                placed.model, placed.ideal_rate = spec.name, 0.0
-                placed.compute_s = self._compute_s(spec, 1, gpu_type, job.gradient_bytes or spec.gradient_bytes)
+                placed.model, placed.ideal_rate = job.model, 0.0
+                placed.compute_s = compute
                 placed.dyn_bits = placed.ref_comm_s = placed.static_comm_s = 0.0
                 placed.comm_pair = _NO_COMM
                 placed.base_gbps = self._links.intra_node_gbps
@@ -518,6 +536,7 @@ class NetworkPerf:
             placed.nodes = tuple(sorted(per_node))
             placed.node_gpus = tuple(per_node[n] for n in placed.nodes)
             placed.racks = tuple(sorted({self._node_rack[n] for n in placed.nodes}))
+        spec = CATALOGUE.get(job.model) if job.model is not None else None
         level = level_of(len(placed.nodes), len(placed.racks))
         placed.level = level
         types = {self._node_type[n] for n in placed.nodes}
@@ -657,7 +676,10 @@ class NetworkPerf:
         if self._scale > 0:
             coeff = self._coeff
             model, gpu_type = placed.model, placed.gpu_type
-            row = placed.coeff = self._coeff_row(model, gpu_type)
+            row = self._coeff_rows.get((model, gpu_type))
+            if row is None:
+                row = self._coeff_row(model, gpu_type)
+            placed.coeff = row
             partner = placed.partner
             for i, node in enumerate(nodes):
                 size = self._node_size[node]
@@ -757,8 +779,9 @@ class NetworkPerf:
                 self._share[rack] = self._uplink_gbps[rack] / len(crossing) if crossing else INF
                 if old < cluster_gbps:
                     # the share rose: only jobs held at the old share may speed up
+                    held = old * (1.0 + 1e-12)
                     for other_id, other in crossing.items():
-                        if other.bandwidth <= old * (1.0 + 1e-12):
+                        if other.bandwidth <= held:
                             affected[other_id] = other
 
     def _what_if_context(self, job_id: str, running: Mapping[str, JobState]

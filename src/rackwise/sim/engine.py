@@ -345,8 +345,8 @@ class Simulator:
         self._pending_holes += 1
         # A dict keeps a deleted entry's slot until it resizes, and iterating it from
         # the front (a queue in order) steps over every such slot: squeeze them out.
-        if self._pending_holes > len(self.pending) + 256:
-            kept = list(self.pending.items())
+        if self._pending_holes > len(self.pending) // 4 + 256:
+            kept = dict(self.pending)  # a copy has no holes, so refilling from it is a bulk copy
             self.pending.clear()
             self.pending.update(kept)
             self._pending_holes = 0
@@ -402,9 +402,8 @@ class Simulator:
         running, comm_of, heap, seq = self.running, self._comm_of, self._heap, self._seq
         # Sorted: the order of a set of strings changes between processes.
         new_rates = self.perf.rates(running, sorted(changed))
-        for job_id in sorted(new_rates):
+        for job_id, rate in sorted(new_rates.items()):
             state = running[job_id]
-            rate = new_rates[job_id]
             if state.copies > 1:
                 frac = self._fork_overhead(state.job) if self._fork_overhead is not None else 0.0
                 rate = forked_rate(self.perf, state, running, frac)
