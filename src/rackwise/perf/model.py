@@ -131,7 +131,7 @@ class _Placed:
     __slots__ = ("job_id", "model", "gpu_ids", "nodes", "node_gpus", "racks", "level",
                  "gpu_type", "compute_s", "dyn_bits", "base_gbps",
                  "ref_comm_s", "static_comm_s", "comm_pair", "ideal_rate", "node_factors", "factor",
-                 "coeff", "rate", "crosses", "bandwidth", "cross_terms", "partner")
+                 "coeff", "model_id", "rate", "crosses", "bandwidth", "cross_terms", "partner")
 
     job_id: str
     model: str
@@ -152,7 +152,8 @@ class _Placed:
     ideal_rate: float  # > 0 only for jobs without a catalogue model
     node_factors: list[float]  # interference factor per node while indexed, if on several nodes
     factor: float  # interference factor of its slowest node, which sets the pace
-    coeff: dict[str, float]  # interference weight of each neighbour model
+    coeff: list[float]  # interference weight of each neighbour, by its model's id (`_Weights`)
+    model_id: int  # its model's id in `_Weights`
     rate: float  # last rate reported to the engine
     crosses: bool  # its ring goes through rack uplinks
     bandwidth: float  # bottleneck bandwidth at the last rating, Gb/s
@@ -212,7 +213,7 @@ class NetworkPerf:
         # per node: job id -> (placement, its GPUs there, the node's position in its
         # node_factors, or -1 for a placement on one node)
         self._node_jobs: list[dict[str, tuple[_Placed, int, int]]] = [{} for _ in topology.nodes]
-        self._coeff_rows: dict[tuple[str, str], dict[str, float]] = {}
+        self._weights = _Weights(self.interference_, cfg.interference_scale)
         self._rack_cross: list[dict[str, _Placed]] = [{} for _ in range(topology.n_racks)]
         self._share = [INF] * topology.n_racks  # uplink Gb/s per crossing job
         self._comm_now: dict[str, tuple[float, float]] = {}
@@ -646,20 +647,6 @@ class NetworkPerf:
             comm += max(bits / bps, link_s)
         return comm
 
-    def _coeff_row(self, model: str, gpu_type: str) -> dict[str, float]:
-        """``scale x slowdown(model, other)`` by the other's model, filled lazily."""
-        key = (model, gpu_type)
-        row = self._coeff_rows.get(key)
-        if row is None:
-            row = self._coeff_rows[key] = {}
-        return row
-
-    def _coeff(self, row: dict[str, float], model: str, other: str, gpu_type: str) -> float:
-        found = row.get(other)
-        if found is None:
-            found = row[other] = self._scale * self.interference_.slowdown(model, other, gpu_type)
-        return found
-
     def _index(self, placed: _Placed, affected: dict[str, _Placed]) -> None:
         """Add a running placement; update its neighbours' factors and its uplinks' shares.
 
@@ -674,12 +661,8 @@ class NetworkPerf:
         nodes = placed.nodes
         factors = [1.0] * len(nodes)
         if self._scale > 0:
-            coeff = self._coeff
-            model, gpu_type = placed.model, placed.gpu_type
-            row = self._coeff_rows.get((model, gpu_type))
-            if row is None:
-                row = self._coeff_row(model, gpu_type)
-            placed.coeff = row
+            row = placed.coeff = self._weights.row(placed.model, placed.gpu_type)
+            model_id = placed.model_id = self._weights.ids[placed.model]
             partner = placed.partner
             for i, node in enumerate(nodes):
                 size = self._node_size[node]
@@ -689,13 +672,8 @@ class NetworkPerf:
                     if partner is not None and other.job_id == partner:
                         other.partner = job_id
                         continue
-                    weight = row.get(other.model)
-                    if weight is None:
-                        weight = coeff(row, model, other.model, gpu_type)
-                    factor *= 1.0 - weight * other_gpus / size
-                    theirs = other.coeff.get(model)
-                    if theirs is None:
-                        theirs = coeff(other.coeff, other.model, model, other.gpu_type)
+                    factor *= 1.0 - row[other.model_id] * other_gpus / size
+                    theirs = other.coeff[model_id]
                     if not theirs:
                         continue
                     # A newcomer only lowers factors: the pace moves iff this node is now the slowest.
@@ -732,8 +710,7 @@ class NetworkPerf:
         """Remove a placement; jobs whose pace or uplink bandwidth may have moved go to ``affected``."""
         job_id = placed.job_id
         del self._placed[job_id]
-        coeff = self._coeff
-        model, partner = placed.model, placed.partner
+        partner = placed.partner
         for i, node in enumerate(placed.nodes):
             neighbours = self._node_jobs[node]
             del neighbours[job_id]
@@ -741,6 +718,7 @@ class NetworkPerf:
                 continue
             share = placed.node_gpus[i] / self._node_size[node]
             alone = len(neighbours) == 1
+            model_id = placed.model_id
             for other, _, j in neighbours.values():
                 if partner is not None and other.job_id == partner:
                     other.partner = None  # runs on alone: the engine drops its pair factor
@@ -748,9 +726,7 @@ class NetworkPerf:
                 if alone:
                     value = 1.0  # alone again: exactly 1, no rounding left over
                 else:
-                    theirs = other.coeff.get(model)
-                    if theirs is None:
-                        theirs = coeff(other.coeff, other.model, model, other.gpu_type)
+                    theirs = other.coeff[model_id]
                     if not theirs:
                         continue
                     value = (other.factor if j < 0 else other.node_factors[j]) / (1.0 - theirs * share)
@@ -815,14 +791,14 @@ class NetworkPerf:
             return 1.0
         if nodes is None:
             return placed.factor
-        row = self._coeff_row(placed.model, placed.gpu_type)
+        weights = self._weights
+        row = weights.row(placed.model, placed.gpu_type)
         factor = 1.0
         for node in placed.nodes:
             size = self._node_size[node]
             node_factor = 1.0
             for other, other_gpus, _ in nodes[node]:
-                node_factor *= 1.0 - self._coeff(row, placed.model, other.model,
-                                                 placed.gpu_type) * other_gpus / size
+                node_factor *= 1.0 - row[weights.id_of(other.model)] * other_gpus / size
             factor = min(factor, node_factor)
         return factor
 
@@ -850,6 +826,44 @@ class NetworkPerf:
         if self._scale > 0:
             return placed.compute_s / self._interference(placed, nodes) + comm, comm
         return placed.compute_s + comm, comm
+
+
+class _Weights:
+    """Interference weights ``scale x slowdown(a, b, GPU type)`` as dense rows.
+
+    ``row(a, gpu_type)[ids[b]]`` is the weight of neighbour model ``b`` on
+    ``a``. Every row covers every model seen so far (a new model extends
+    them all), so the neighbour scans on the hot path index a list.
+    """
+
+    __slots__ = ("_interference", "_scale", "ids", "_models", "_rows")
+
+    def __init__(self, interference: Interference, scale: float) -> None:
+        self._interference = interference
+        self._scale = scale
+        self.ids: dict[str, int] = {}
+        self._models: list[str] = []
+        self._rows: dict[tuple[str, str], list[float]] = {}
+
+    def id_of(self, model: str) -> int:
+        found = self.ids.get(model)
+        if found is None:
+            found = self.ids[model] = len(self._models)
+            self._models.append(model)
+            for (a, gpu_type), row in self._rows.items():
+                row.append(self._weight(a, model, gpu_type))
+        return found
+
+    def row(self, model: str, gpu_type: str) -> list[float]:
+        found = self._rows.get((model, gpu_type))
+        if found is None:
+            self.id_of(model)
+            found = self._rows[(model, gpu_type)] = [
+                self._weight(model, other, gpu_type) for other in self._models]
+        return found
+
+    def _weight(self, model: str, other: str, gpu_type: str) -> float:
+        return self._scale * self._interference.slowdown(model, other, gpu_type)
 
 
 class _Neighbours:
