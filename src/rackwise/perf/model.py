@@ -836,7 +836,7 @@ class _Weights:
     them all), so the neighbour scans on the hot path index a list.
     """
 
-    __slots__ = ("_interference", "_scale", "ids", "_models", "_rows")
+    __slots__ = ("_interference", "_models", "_rows", "_scale", "ids")
 
     def __init__(self, interference: Interference, scale: float) -> None:
         self._interference = interference
