@@ -26,6 +26,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from rackwise.errors import InputError, suggest
 
 
@@ -163,23 +165,34 @@ def assign_models(n_gpus: Sequence[int], draws: Sequence[float],
     multi = [s.name for s in CATALOGUE.values() if s.measured and s.distributed]
     large = [s for s in CATALOGUE.values() if not s.measured]
     thresholds = sorted(large_frac_by_size)
-    out: list[str] = []
-    cache: dict[int, tuple[float, list[str]]] = {}
-    for n, u in zip(n_gpus, draws):
+    sizes = np.asarray(n_gpus, dtype=np.int64)
+    u = np.asarray(draws, dtype=np.float64)
+    # Each job's index into its size's list of names; the same float operations
+    # per job as a scalar loop, done a size at a time.
+    names = np.empty(len(sizes), dtype=object)
+    for n in np.unique(sizes).tolist():
+        at = sizes == n
+        mine = u[at]
         if n <= 1:
-            out.append(single[min(int(u * len(single)), len(single) - 1)])
+            names[at] = _pick(single, mine)
             continue
-        if n not in cache:
+        frac = 0.0
+        for threshold, value in thresholds:
+            if n >= threshold:
+                frac = value
+        allowed = [s.name for s in large if s.min_gpus <= n]
+        if not allowed:
             frac = 0.0
-            for threshold, value in thresholds:
-                if n >= threshold:
-                    frac = value
-            allowed = [s.name for s in large if s.min_gpus <= n]
-            cache[n] = (frac if allowed else 0.0, allowed)
-        frac, allowed = cache[n]
-        if u < frac:
-            out.append(allowed[min(int(u / frac * len(allowed)), len(allowed) - 1)])
-        else:
-            rest = (u - frac) / (1.0 - frac)
-            out.append(multi[min(int(rest * len(multi)), len(multi) - 1)])
-    return out
+        big = mine < frac
+        picked = np.empty(len(mine), dtype=object)
+        if big.any():
+            picked[big] = _pick(allowed, mine[big] / frac)
+        picked[~big] = _pick(multi, (mine[~big] - frac) / (1.0 - frac))
+        names[at] = picked
+    return names.tolist()  # type: ignore[no-any-return]
+
+
+def _pick(names: list[str], u: np.ndarray) -> np.ndarray:
+    """``names[int(u x len(names))]`` per draw, the last name for a draw of 1."""
+    index = np.minimum((u * len(names)).astype(np.int64), len(names) - 1)
+    return np.asarray(names, dtype=object)[index]

@@ -246,7 +246,7 @@ class NetworkPerf:
         needy = [i for i, job in enumerate(jobs) if job.model is None]
         assigned: dict[int, str] = {}
         if self.assign_models and needy:
-            names = assign_models([jobs[i].n_gpus for i in needy], [float(draws[i]) for i in needy],
+            names = assign_models([jobs[i].n_gpus for i in needy], draws[needy],
                                   self.config.large_model_frac)
             assigned = dict(zip(needy, names))
         out: list[Job] = []
