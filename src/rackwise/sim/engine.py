@@ -402,8 +402,9 @@ class Simulator:
         running, comm_of, heap, seq = self.running, self._comm_of, self._heap, self._seq
         # Sorted: the order of a set of strings changes between processes.
         new_rates = self.perf.rates(running, sorted(changed))
-        for job_id, rate in sorted(new_rates.items()):
+        for job_id in sorted(new_rates):
             state = running[job_id]
+            rate = new_rates[job_id]
             if state.copies > 1:
                 frac = self._fork_overhead(state.job) if self._fork_overhead is not None else 0.0
                 rate = forked_rate(self.perf, state, running, frac)
