@@ -184,3 +184,35 @@ def test_data_parallel_and_one_gpu_rates_are_unchanged() -> None:
     for job_id, (rate, comm) in before.items():
         assert rates[job_id] == pytest.approx(rate, rel=1e-12)
         assert perf.comm_per_iter_s(job_id) == pytest.approx(comm, rel=1e-12)
+
+
+def _partitioned_step_s(job: Job, topology) -> float:  # type: ignore[no-untyped-def]
+    """Seconds per step of ``job`` alone where the partitioner maps it on an empty ``topology``."""
+    perf = NetworkPerf()
+    perf.bind(topology)
+    best = place_graph(Allocation(topology), build_job_graph(job, job.parallelism))
+    assert best is not None
+    return perf.iteration_breakdown(job, best.gpu_ids, {}).iteration_s
+
+
+@pytest.mark.parametrize("par", [Parallelism(tensor=8), Parallelism(pipeline=8),
+                                 Parallelism(data=2, tensor=2, pipeline=2), Parallelism(pipeline=3)],
+                         ids=str)
+def test_a_mixed_job_s_sensitivity_is_one_server_against_two_of_a_rack(par: Parallelism) -> None:
+    n = par.n_gpus
+    (job,) = prepared(NetworkPerf(), uniform_cluster(4, 8, 4),
+                      Job("m", 0, n, 3600.0, model="GPT-2 XL", parallelism=par))
+    one = _partitioned_step_s(job, uniform_cluster(1, n, 1))
+    two = _partitioned_step_s(job, uniform_cluster(2, -(-n // 2), 2))
+    assert 0.0 <= job.comm_sensitivity < 1.0
+    assert job.comm_sensitivity == pytest.approx(1.0 - one / two, rel=1e-9, abs=1e-12)
+
+
+def test_tensor_parallel_traffic_makes_a_job_more_sensitive_than_data_parallel() -> None:
+    topology = uniform_cluster(4, 8, 4)
+    tensor, data = prepared(NetworkPerf(), topology,
+                            Job("t", 0, 8, 3600.0, model="GPT-2 XL", parallelism=Parallelism(tensor=8)),
+                            Job("d", 0, 8, 3600.0, model="GPT-2 XL"))
+    # one server against two: the tensor ring's activations cross the NIC every layer,
+    # the data-parallel ring only its gradients once a step
+    assert tensor.comm_sensitivity > data.comm_sensitivity > 0.0

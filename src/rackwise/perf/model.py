@@ -34,7 +34,7 @@ import numpy as np
 
 from rackwise.cluster.allocation import Allocation
 from rackwise.cluster.graph_placement import place_graph, placement_cost
-from rackwise.cluster.topology import Topology
+from rackwise.cluster.topology import Topology, uniform_cluster
 from rackwise.errors import InputError
 from rackwise.perf.catalogue import CATALOGUE, ModelSpec, assign_models, resolve_model
 from rackwise.perf.checkpoint import restart_overhead_s
@@ -63,6 +63,11 @@ if TYPE_CHECKING:
 
 INF = float("inf")
 _NO_COMM = (0.0, 0.0)  # comm_pair of a placement that communicates nothing
+
+
+def _is_mixed(par: Parallelism | None, n_gpus: int) -> bool:
+    """A job priced on its worker mapping: tensor or pipeline parallel over all its GPUs."""
+    return par is not None and par.n_gpus == n_gpus and (par.tensor > 1 or par.pipeline > 1)
 
 
 def _comm_pair(comm_s: float, ref_comm_s: float) -> tuple[float, float]:
@@ -222,7 +227,7 @@ class NetworkPerf:
         self._one_gpu_compute: dict[tuple[str | None, float, str], float] = {}
         self._graph_cache: dict[tuple[str | None, float, Parallelism], tuple[JobGraph, float]] = {}
         self._ref_cache: dict[tuple[str, int], float] = {}
-        self._sensitivity_cache: dict[tuple[str, int, float], float] = {}
+        self._sensitivity_cache: dict[tuple[object, ...], float] = {}
         counts = Counter(node.gpu_type for node in topology.nodes for _ in range(node.n_gpus))
         self.reference_gpu_type_ = min(counts, key=lambda t: (-counts[t], t))
 
@@ -288,15 +293,15 @@ class NetworkPerf:
             changes.append((_GRADIENT_BYTES, gradient_bytes))
         if not job.model_bytes:
             changes.append((_MODEL_BYTES, spec.checkpoint_bytes))
+        par = job.parallelism if _is_mixed(job.parallelism, job.n_gpus) else None
         if is_assigned or not job.comm_sensitivity:
-            changes.append((_SENSITIVITY, self._sensitivity(spec, job.n_gpus, gradient_bytes)))
+            sensitivity = (self._sensitivity(spec, job.n_gpus, gradient_bytes) if par is None
+                           else self._mapped_sensitivity(spec, job, par, gradient_bytes))
+            changes.append((_SENSITIVITY, sensitivity))
         rate = None
         if is_assigned or job.total_iters == job.duration_s:
-            par = job.parallelism
-            if par is not None and par.n_gpus == job.n_gpus and (par.tensor > 1 or par.pipeline > 1):
-                rate = self._mapped_reference_rate(spec, job, par, gradient_bytes)
-            else:
-                rate = self._reference_rate(spec, job.n_gpus, gradient_bytes)
+            rate = (self._reference_rate(spec, job.n_gpus, gradient_bytes) if par is None
+                    else self._mapped_reference_rate(spec, job, par, gradient_bytes))
         return tuple(changes), rate
 
     # ------------------------------------------------------------ the protocol
@@ -501,6 +506,32 @@ class NetworkPerf:
         far = compute + self._comm_at(Level.RACK, n, gradient_bytes)
         return max(0.0, 1.0 - near / far)
 
+    def _mapped_sensitivity(self, spec: ModelSpec, job: Job, par: Parallelism,
+                            gradient_bytes: float) -> float:
+        """`_sensitivity` of a mixed-parallel job: its step on one server of all its
+        GPUs against two servers of a rack sharing them, each the partitioner's mapping."""
+        key = (spec.name, par.n_gpus, gradient_bytes, par)
+        found = self._sensitivity_cache.get(key)
+        if found is None:
+            graph = build_job_graph(job.with_changes(model=spec.name, gradient_bytes=gradient_bytes), par)
+            n = par.n_gpus
+            compute = self._compute_s(spec, n, self.reference_gpu_type_, gradient_bytes) * (
+                1.0 + pipeline_bubble_frac(par.pipeline, self.config.pipeline_microbatches))
+            one = uniform_cluster(1, n, 1, gpu_type=self.reference_gpu_type_, links=self._links)
+            two = uniform_cluster(2, -(-n // 2), 2, gpu_type=self.reference_gpu_type_, links=self._links)
+            near = compute + self._comm_on_empty(graph, one)
+            far = compute + self._comm_on_empty(graph, two)
+            found = self._sensitivity_cache[key] = max(0.0, 1.0 - near / far)
+        return found
+
+    def _comm_on_empty(self, graph: JobGraph, topology: Topology) -> float:
+        """Communication per step of ``graph`` where the partitioner maps it on an empty ``topology``."""
+        best = place_graph(Allocation(topology), graph)
+        assert best is not None  # the topologies above hold every worker
+        return self._overlap * mapped_comm_s(
+            ((p.hops, p.level, p.gpu_bytes, p.nic_bytes, p.rack_bytes) for p in best.phases),
+            self._links, self._latency)
+
     def _place(self, job: Job, gpu_ids: tuple[int, ...]) -> _Placed:
         placed = _Placed()
         placed.job_id = job.job_id
@@ -555,7 +586,7 @@ class NetworkPerf:
         gradient_bytes = job.gradient_bytes or spec.gradient_bytes
         compute = max(self._compute_s(spec, n, t, gradient_bytes) for t in types)
         par = job.parallelism
-        if par is not None and par.n_gpus == n and (par.tensor > 1 or par.pipeline > 1):
+        if _is_mixed(par, n):
             # mixed parallel: its traffic depends on which worker runs on which GPU
             placed.compute_s = compute * (1.0 + pipeline_bubble_frac(
                 par.pipeline, self.config.pipeline_microbatches))
