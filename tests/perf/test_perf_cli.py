@@ -63,3 +63,29 @@ def test_spread_across_racks_is_slower() -> None:
     _, _, racks = explain_placement("transformer", 8, "2-racks", links=Links(cross_rack_gbps=25.0))
     assert racks.bottleneck == "cross-rack" and racks.bandwidth_gbps == 25.0
     assert racks.iteration_s > node.iteration_s
+
+
+@pytest.mark.parametrize("tensor", [1, 8])
+def test_sensitivity_is_the_two_node_slowdown_of_the_partitioned_job(tensor: int) -> None:
+    # two nodes of a rack holding 4 + 4 workers in order is the partitioner's choice too
+    job, _, breakdown = explain_placement("gpt2", 8, "2-nodes", tensor=tensor)
+    assert job.comm_sensitivity == pytest.approx(1.0 - 1.0 / breakdown.slowdown, rel=1e-9)
+
+
+def test_explain_a_tensor_parallel_job() -> None:
+    result = runner.invoke(app, ["explain", "--model", "gpt2", "--gpus", "8", "--tensor", "4",
+                                 "--pipeline", "2", "--spread", "2-nodes"])
+    assert result.exit_code == 0, result.output
+    assert "data 1 x tensor 4 x pipeline 2" in result.output
+    assert "communication sensitivity" in result.output
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--tensor", "3"], "8 GPUs do not split into tensor 3 x pipeline 1"),
+    (["--pipeline", "0"], "field 'pipeline': must be >= 1"),
+])
+def test_a_bad_split_is_one_line_and_exit_2(flags: list[str], message: str) -> None:
+    result = runner.invoke(app, ["explain", "--model", "gpt2", "--gpus", "8", *flags])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0]

@@ -15,7 +15,7 @@ from rackwise.cluster.topology import Links, Topology, uniform_cluster
 from rackwise.errors import InputError
 from rackwise.perf.catalogue import CATALOGUE, resolve_model
 from rackwise.perf.model import IterationBreakdown, NetworkPerf
-from rackwise.workload.job import Job
+from rackwise.workload.job import Job, Parallelism
 
 app = typer.Typer(help="Inspect the performance model: step time, communication, bottlenecks.",
                   no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
@@ -61,16 +61,35 @@ def build_placement(n_gpus: int, spread: str, gpus_per_node: int, nodes_per_rack
     return topology, tuple(gpu_ids)
 
 
+def parallelism_of(n_gpus: int, tensor: int, pipeline: int) -> Parallelism | None:
+    """The data x tensor x pipeline split of ``n_gpus`` (None: plain data parallel)."""
+    for flag, value in (("tensor", tensor), ("pipeline", pipeline)):
+        if value < 1:
+            raise InputError(f"must be >= 1, got {value}", field=flag)
+    if tensor == pipeline == 1:
+        return None
+    if n_gpus % (tensor * pipeline):
+        raise InputError(f"{n_gpus} GPUs do not split into tensor {tensor} x pipeline {pipeline}",
+                         field="gpus")
+    return Parallelism(n_gpus // (tensor * pipeline), tensor, pipeline)
+
+
 def explain_placement(model: str, n_gpus: int, spread: str, *, gpu_type: str = "v100",
                       batch_size: int | None = None, gpus_per_node: int = 8,
                       nodes_per_rack: int = 8, links: Links | None = None,
+                      tensor: int = 1, pipeline: int = 1,
                       ) -> tuple[Job, Topology, IterationBreakdown]:
-    """The breakdown ``explain`` prints, as data."""
+    """The breakdown ``explain`` prints, as data.
+
+    With ``tensor`` or ``pipeline`` above 1, worker ``v`` of the job graph
+    (tensor groups first) runs on the ``v``-th GPU of the spread.
+    """
     spec = resolve_model(model, batch_size)
+    par = parallelism_of(n_gpus, tensor, pipeline)
     topology, gpu_ids = build_placement(n_gpus, spread, gpus_per_node, nodes_per_rack,
                                         gpu_type.strip().lower(), links or Links())
     perf = NetworkPerf(assign_models=False)
-    job = Job("explain", 0.0, n_gpus, 1.0, model=spec.name)
+    job = Job("explain", 0.0, n_gpus, 1.0, model=spec.name, parallelism=par)
     (job,) = perf.prepare([job], topology, np.random.default_rng(0))
     return job, topology, perf.iteration_breakdown(job, gpu_ids, {})
 
@@ -83,6 +102,8 @@ def _ms(seconds: float) -> str:
 def explain(
     model: Annotated[str, typer.Option(help="Model name or alias: resnet50, transformer, lm, bert-large, gpt2, gpt3 ...")],
     gpus: Annotated[int, typer.Option(help="GPUs the job uses.")] = 8,
+    tensor: Annotated[int, typer.Option(help="Tensor-parallel degree (GPUs per tensor group).")] = 1,
+    pipeline: Annotated[int, typer.Option(help="Pipeline stages.")] = 1,
     spread: Annotated[str, typer.Option(help="Where they are: 1-node, 2-nodes, 2-racks ...")] = "1-node",
     gpu_type: Annotated[str, typer.Option("--gpu-type", help="v100, p100, k80, a100, h100.")] = "v100",
     batch_size: Annotated[Optional[int], typer.Option(help="Batch size of a measured model.")] = None,
@@ -101,10 +122,13 @@ def explain(
         links = Links(intra_node_gbps, intra_rack_gbps, cross_rack_gbps)
         job, topology, b = explain_placement(model, gpus, spread, gpu_type=gpu_type,
                                              batch_size=batch_size, gpus_per_node=gpus_per_node,
-                                             nodes_per_rack=nodes_per_rack, links=links)
+                                             nodes_per_rack=nodes_per_rack, links=links,
+                                             tensor=tensor, pipeline=pipeline)
     spec = CATALOGUE[job.model or ""]
     count, unit = parse_spread(spread)
-    table = Table(title=f"{spec.name} on {gpus} x {gpu_type.lower()}, {count} {unit}(s)",
+    par = job.parallelism
+    split = "" if par is None else f" (data {par.data} x tensor {par.tensor} x pipeline {par.pipeline})"
+    table = Table(title=f"{spec.name} on {gpus} x {gpu_type.lower()}{split}, {count} {unit}(s)",
                   show_header=False)
     table.add_column("what", style="bold")
     table.add_column("value", justify="right")
@@ -120,7 +144,8 @@ def explain(
     table.add_row("consolidated iteration time", _ms(b.consolidated_iteration_s))
     table.add_row("slowdown vs consolidated", f"{b.slowdown:.3f}x")
     table.add_row("communication share of step", f"{b.comm_s / b.iteration_s:.1%}")
-    if spec.measured:
+    table.add_row("communication sensitivity", f"{job.comm_sensitivity:.3f}")
+    if spec.measured and par is None:
         from rackwise.perf.throughput import default_table
 
         measured = default_table()
