@@ -120,7 +120,7 @@ def explain(
             if not value > 0:
                 raise InputError(f"must be > 0, got {value}", field=flag)
         links = Links(intra_node_gbps, intra_rack_gbps, cross_rack_gbps)
-        job, topology, b = explain_placement(model, gpus, spread, gpu_type=gpu_type,
+        job, _, b = explain_placement(model, gpus, spread, gpu_type=gpu_type,
                                              batch_size=batch_size, gpus_per_node=gpus_per_node,
                                              nodes_per_rack=nodes_per_rack, links=links,
                                              tensor=tensor, pipeline=pipeline)
