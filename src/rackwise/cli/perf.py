@@ -121,9 +121,9 @@ def explain(
                 raise InputError(f"must be > 0, got {value}", field=flag)
         links = Links(intra_node_gbps, intra_rack_gbps, cross_rack_gbps)
         job, _, b = explain_placement(model, gpus, spread, gpu_type=gpu_type,
-                                             batch_size=batch_size, gpus_per_node=gpus_per_node,
-                                             nodes_per_rack=nodes_per_rack, links=links,
-                                             tensor=tensor, pipeline=pipeline)
+                                      batch_size=batch_size, gpus_per_node=gpus_per_node,
+                                      nodes_per_rack=nodes_per_rack, links=links,
+                                      tensor=tensor, pipeline=pipeline)
     spec = CATALOGUE[job.model or ""]
     count, unit = parse_spread(spread)
     par = job.parallelism
