@@ -27,7 +27,6 @@ from provenance import provenance
 TRACE = "philly_2017"  # a shipped trace name, or a CSV file in the shipped traces' format
 
 
-
 class _Recording:
     """Wraps a model and keeps every answer it gives, in order."""
 
