@@ -20,6 +20,11 @@ so `rates` re-rates only the jobs a start or stop can affect: those whose
 slowest node's factor or uplink share moved. Each placement keeps its pace
 (slowest node factor) and the communication no share changes, so re-rating
 a job is a few float operations.
+
+A job forked into copies (`JobState.copies`, HadarE) is indexed once, on all
+its GPUs, since its neighbours feel all of them; each copy is its own ring, so
+only copies spanning racks share uplinks. Any start or stop on its nodes or
+uplinks re-rates it copy by copy, as `perf.base.forked_rate` does.
 """
 
 from __future__ import annotations
@@ -136,7 +141,8 @@ class _Placed:
     __slots__ = ("job_id", "model", "gpu_ids", "nodes", "node_gpus", "racks", "level",
                  "gpu_type", "compute_s", "dyn_bits", "base_gbps",
                  "ref_comm_s", "static_comm_s", "comm_pair", "ideal_rate", "node_factors", "factor",
-                 "coeff", "model_id", "rate", "crosses", "bandwidth", "cross_terms", "partner")
+                 "coeff", "model_id", "rate", "crosses", "bandwidth", "cross_terms", "partner",
+                 "copies")
 
     job_id: str
     model: str
@@ -169,6 +175,9 @@ class _Placed:
     # The job sharing its GPUs (space sharing), whose slowdown the engine's pair
     # factor prices: left out of the node's neighbours, or it would count twice.
     partner: str | None
+    # A forked job's copies, each on its n GPUs (None: not forked). The job's own
+    # `crosses` and `racks` then cover only the copies that span racks.
+    copies: tuple[_Placed, ...] | None
 
 
 class NetworkPerf:
@@ -222,6 +231,7 @@ class NetworkPerf:
         self._rack_cross: list[dict[str, _Placed]] = [{} for _ in range(topology.n_racks)]
         self._share = [INF] * topology.n_racks  # uplink Gb/s per crossing job
         self._comm_now: dict[str, tuple[float, float]] = {}
+        self._forked: dict[str, _Placed] = {}  # running jobs forked into copies
         self._compute_cache: dict[tuple[str, int, str, float], float] = {}
         # a one-GPU job's compute per step by (model, gradient bytes, GPU type): `_place`'s common case
         self._one_gpu_compute: dict[tuple[str | None, float, str], float] = {}
@@ -319,23 +329,28 @@ class NetworkPerf:
         re-rated, and only those whose rate moved are reported (plus ``changed``).
         """
         affected: dict[str, _Placed] = {}  # the jobs to re-rate, by id
+        touched: list[_Placed] = []  # placements added or removed
         placed_jobs = self._placed
         for job_id in changed:
             old = placed_jobs.get(job_id)
             state = running.get(job_id)
             if old is not None and (state is None or state.gpu_ids != old.gpu_ids):
                 self._unindex(old, affected)
+                touched.append(old)
                 self._comm_now.pop(job_id, None)
                 old = None
             if state is not None:
                 if old is None:
-                    old = self._place(state.job, state.gpu_ids)
+                    old = self._place_state(state)
                     old.partner = state.partner
                     self._index(old, affected)
+                    touched.append(old)
                 else:
                     old.rate = -1.0  # named in `changed`: reported even if its pace did not move
                 affected[job_id] = old
         out: dict[str, float] = {}
+        if self._forked:
+            self._rate_forked(running, affected, touched, out)
         # The live-index case of `_step`, inlined: this loop runs for every re-rated job.
         comm_now = self._comm_now
         shares = self._share
@@ -540,6 +555,7 @@ class NetworkPerf:
         placed.partner = None
         placed.crosses = False
         placed.bandwidth = INF
+        placed.copies = None
         gpu_node = self._gpu_node
         if len(gpu_ids) == 1:
             node = gpu_node[gpu_ids[0]]
@@ -650,6 +666,57 @@ class NetworkPerf:
         placed.comm_pair = _comm_pair(static, ref)
         return placed
 
+    def _place_state(self, state: JobState) -> _Placed:
+        """A running job's placement, copy by copy if it is forked.
+
+        A forked job's placement covers all its GPUs (what its neighbours
+        feel); copy ``c`` runs on ``gpu_ids[c*n:(c+1)*n]``, and the job's
+        uplinks are those of the copies whose own ring spans racks.
+        """
+        placed = self._place(state.job, state.gpu_ids)
+        if state.copies == 1:
+            return placed
+        n, gpu_ids = state.job.n_gpus, state.gpu_ids
+        placed.copies = tuple(self._place(state.job, gpu_ids[c * n:(c + 1) * n])
+                              for c in range(state.copies))
+        crossing = [copy for copy in placed.copies if copy.crosses]
+        placed.crosses = bool(crossing)
+        placed.racks = tuple(sorted({rack for copy in crossing for rack in copy.racks}))
+        return placed
+
+    def _rate_forked(self, running: Mapping[str, JobState], affected: dict[str, _Placed],
+                     touched: list[_Placed], out: dict[str, float]) -> None:
+        """Re-rate the forked jobs that share a node or an uplink with ``touched``.
+
+        A forked job's copies run at their own paces, so a change on any of its
+        nodes may move its rate, not only one on its slowest. Each copy is rated
+        as `rate` rates it (the engine's `forked_rate` asks the same); ``out``
+        gets the sum of the copies' rates and the communication per step is
+        the copies' mean, weighted by their rates. The forked jobs leave
+        ``affected``.
+        """
+        nodes = {node for placed in touched for node in placed.nodes}
+        racks = {rack for placed in touched if placed.crosses for rack in placed.racks}
+        for job_id, placed in self._forked.items():
+            if job_id in affected or not nodes.isdisjoint(placed.nodes) or (
+                    placed.crosses and not racks.isdisjoint(placed.racks)):
+                affected.pop(job_id, None)
+                if job_id not in running:
+                    continue
+                neighbours, sharing = self._what_if_context(job_id, running)
+                total = comm = extra = 0.0
+                for copy in placed.copies or ():
+                    if copy.ideal_rate > 0:
+                        total += copy.ideal_rate
+                        continue
+                    step_s, copy_comm = self._step(copy, neighbours, sharing)
+                    rate = 1.0 / step_s
+                    total += rate
+                    comm += rate * copy_comm
+                    extra += rate * max(0.0, copy_comm - copy.ref_comm_s)
+                out[job_id] = total
+                self._comm_now[job_id] = (comm / total, extra / total) if total > 0 else _NO_COMM
+
     def _mapped_graph(self, job: Job, par: Parallelism) -> tuple[JobGraph, float]:
         """The job graph of a mixed-parallel job and its communication per step
         where the partitioner puts it on this cluster, empty (the consolidated reference)."""
@@ -689,6 +756,8 @@ class NetworkPerf:
         """
         job_id = placed.job_id
         self._placed[job_id] = placed
+        if placed.copies is not None:
+            self._forked[job_id] = placed
         nodes = placed.nodes
         factors = [1.0] * len(nodes)
         if self._scale > 0:
@@ -741,6 +810,7 @@ class NetworkPerf:
         """Remove a placement; jobs whose pace or uplink bandwidth may have moved go to ``affected``."""
         job_id = placed.job_id
         del self._placed[job_id]
+        self._forked.pop(job_id, None)
         partner = placed.partner
         for i, node in enumerate(placed.nodes):
             neighbours = self._node_jobs[node]
@@ -807,7 +877,7 @@ class NetworkPerf:
                 continue
             other = self._placed.get(other_id)
             if other is None or other.gpu_ids != state.gpu_ids:
-                other = self._place(state.job, state.gpu_ids)
+                other = self._place_state(state)
             spread = len(other.nodes) > 1
             for i, node in enumerate(other.nodes):
                 nodes[node][other_id] = (other, other.node_gpus[i], i if spread else -1)
