@@ -99,7 +99,7 @@ def forking_sequences(draw: st.DrawFn) -> list[tuple[str, int, int, tuple[int, .
             steps.append((job_id, 0, 0, ()))
             continue
         n = draw(st.integers(1, min(2, len(free))))
-        copies = draw(st.integers(1, len(free) // n if len(free) // n < 3 else 3))
+        copies = draw(st.integers(1, min(3, len(free) // n)))
         gpus = tuple(draw(st.permutations(sorted(free)))[:n * copies])
         for gpu in gpus:
             free.remove(gpu)

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from model_helpers import placed, prepared
 
 from rackwise.cluster.allocation import Allocation
@@ -25,6 +27,7 @@ from rackwise.policies.base import BasePolicy, Decisions, Start
 from rackwise.sim.engine import simulate
 from rackwise.workload.job import Job, Parallelism
 from rackwise.workload.job_graph import build_job_graph
+from rackwise.workload.state import JobState
 
 ACT = 1024 * 1600 * 2.0  # GPT-2 XL: one micro-batch's activations, bytes
 R50 = "ResNet-50 (batch size 64)"
@@ -216,3 +219,67 @@ def test_tensor_parallel_traffic_makes_a_job_more_sensitive_than_data_parallel()
     # one server against two: the tensor ring's activations cross the NIC every layer,
     # the data-parallel ring only its gradients once a step
     assert tensor.comm_sensitivity > data.comm_sensitivity > 0.0
+
+
+MIXED_SPLITS = [None, Parallelism(tensor=2), Parallelism(pipeline=2), Parallelism(data=2, tensor=2),
+                Parallelism(tensor=2, pipeline=2), Parallelism(tensor=4), Parallelism(data=2, pipeline=2)]
+MIXED_MODELS = ["BERT-Large", "GPT-2 XL", "ResNet-18 (batch size 16)", "LM (batch size 5)"]
+
+
+@st.composite
+def mixed_start_stop_sequences(draw: st.DrawFn) -> list[tuple[str, str, Parallelism | None, tuple[int, ...]]]:
+    """Starts and stops of data- and mixed-parallel jobs on 2 racks x 2 nodes x 4 GPUs."""
+    free = list(range(16))
+    running: dict[str, tuple[int, ...]] = {}
+    steps: list[tuple[str, str, Parallelism | None, tuple[int, ...]]] = []
+    for index in range(draw(st.integers(1, 20))):
+        if running and (not free or draw(st.booleans())):
+            job_id = draw(st.sampled_from(sorted(running)))
+            free.extend(running.pop(job_id))
+            steps.append((job_id, "", None, ()))
+            continue
+        par = draw(st.sampled_from(MIXED_SPLITS))
+        n = draw(st.integers(1, 4)) if par is None else par.n_gpus
+        if n > len(free):
+            continue
+        gpus = tuple(draw(st.permutations(sorted(free)))[:n])
+        for gpu in gpus:
+            free.remove(gpu)
+        job_id = f"j{index}"
+        running[job_id] = gpus
+        # the job graph knows transformer shapes; data-parallel jobs take any model
+        models = MIXED_MODELS if par is None else MIXED_MODELS[:2]
+        steps.append((job_id, draw(st.sampled_from(models)), par, gpus))
+    return steps
+
+
+@settings(max_examples=60, deadline=None)
+@given(mixed_start_stop_sequences())
+def test_incremental_rates_and_communication_match_a_fresh_model(
+        steps: list[tuple[str, str, Parallelism | None, tuple[int, ...]]]) -> None:
+    topology = uniform_cluster(4, 4, 2, links=Links(rack_uplink_gbps=60.0))
+
+    def bound() -> NetworkPerf:
+        perf = NetworkPerf(PerfConfig(interference_scale=1.0), assign_models=False)
+        perf.bind(topology)
+        return perf
+
+    perf = bound()
+    running: dict[str, JobState] = {}
+    rates: dict[str, float] = {}
+    comm: dict[str, tuple[float, float]] = {}
+    for job_id, model, par, gpus in steps:
+        if gpus:
+            running[job_id] = placed(Job(job_id, 0.0, len(gpus), 1.0, model=model, parallelism=par), gpus)
+        else:
+            del running[job_id]
+            rates.pop(job_id)
+        new = perf.rates(running, [job_id])
+        rates.update(new)
+        comm.update((other_id, perf.comm_per_iter_s(other_id)) for other_id in new)
+        fresh = bound()
+        for other_id, state in running.items():
+            step = fresh.iteration_breakdown(state.job, state.gpu_ids, running)
+            assert rates[other_id] == pytest.approx(step.throughput_iters_per_s, rel=1e-9)
+            assert comm[other_id][0] == pytest.approx(step.comm_s, rel=1e-9, abs=1e-15)
+            assert comm[other_id][1] == pytest.approx(step.comm_extra_s, rel=1e-9, abs=1e-15)
