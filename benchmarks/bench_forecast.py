@@ -22,7 +22,6 @@ import os
 import time
 
 import numpy as np
-
 from provenance import provenance
 
 WINDOWS = {  # trace -> (nodes, gpus per node, nodes per rack, start day, days)

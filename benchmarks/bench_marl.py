@@ -16,9 +16,7 @@ import json
 import time
 
 import numpy as np
-
 from provenance import provenance
-
 
 
 def main() -> None:

@@ -17,15 +17,14 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 from hetero_compare import busiest_day
+from provenance import provenance
+
 from rackwise import traces
 from rackwise.cluster.topology import load_cluster, uniform_cluster
 from rackwise.perf.model import NetworkPerf
 from rackwise.policies.registry import make_policy
 from rackwise.sim.engine import simulate
-
-from provenance import provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICIES = ("fifo", "tiresias", "dally", "gavel", "hadar", "asrpt", "asrpt-oracle",

@@ -26,7 +26,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -49,7 +49,7 @@ _FIELDS = {
 
 def stamp(wall: float) -> str:
     """RFC 3339 in whole seconds, as the API server writes timestamps."""
-    return datetime.fromtimestamp(wall, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(wall, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class SelectorError(ValueError):
@@ -82,9 +82,9 @@ def field_match(obj: dict[str, Any], selector: str) -> bool:
 def label_match(obj: dict[str, Any], selector: str) -> bool:
     labels = obj["metadata"].get("labels") or {}
     for key, op, value in _terms(selector):
-        if op == "exists" and key not in labels or op == "absent" and key in labels:
+        if (op == "exists" and key not in labels) or (op == "absent" and key in labels):
             return False
-        if op == "=" and labels.get(key) != value or op == "!=" and labels.get(key) == value:
+        if (op == "=" and labels.get(key) != value) or (op == "!=" and labels.get(key) == value):
             return False
     return True
 
@@ -223,7 +223,7 @@ class FakeApiServer:
         """GPUs asked for by active pods bound to each node."""
         with self.lock:
             self._tick()
-            used = {name: 0 for name in self.nodes}
+            used = dict.fromkeys(self.nodes, 0)
             for pod in self.pods.values():
                 node = pod["spec"].get("nodeName")
                 if node in used and pod["status"]["phase"] in ACTIVE_PHASES:

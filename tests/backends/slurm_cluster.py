@@ -17,10 +17,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 NODES = ("node1", "node2", "node3", "node4")

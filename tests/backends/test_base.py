@@ -7,8 +7,7 @@ from typing import ClassVar
 
 import pytest
 
-from rackwise.backends.base import (
-    ServeStuckError, Snapshot, check_decisions, serve)
+from rackwise.backends.base import ServeStuckError, Snapshot, check_decisions, serve
 from rackwise.backends.fake import FakeBackend
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.cluster.view import ClusterView

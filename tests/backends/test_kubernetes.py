@@ -15,14 +15,14 @@ import pytest
 
 pytest.importorskip("kubernetes")
 
-from fake_apiserver import FakeApiServer  # noqa: E402
+from fake_apiserver import FakeApiServer
 
-from rackwise.backends.base import Outcome, Snapshot, policy_rng, serve  # noqa: E402
-from rackwise.backends.kubernetes import KubernetesBackend  # noqa: E402
-from rackwise.backends.kubernetes_api import KubeApi, KubeApiError  # noqa: E402
-from rackwise.cluster.view import ClusterView  # noqa: E402
-from rackwise.policies.base import BasePolicy, Decisions, Start  # noqa: E402
-from rackwise.policies.registry import make_policy  # noqa: E402
+from rackwise.backends.base import Outcome, Snapshot, policy_rng, serve
+from rackwise.backends.kubernetes import KubernetesBackend
+from rackwise.backends.kubernetes_api import KubeApi, KubeApiError
+from rackwise.cluster.view import ClusterView
+from rackwise.policies.base import BasePolicy, Decisions, Start
+from rackwise.policies.registry import make_policy
 
 POLL_S = 0.02
 

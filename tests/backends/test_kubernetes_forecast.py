@@ -11,14 +11,14 @@ import pytest
 
 pytest.importorskip("kubernetes")
 
-from fake_apiserver import FakeApiServer  # noqa: E402
+from fake_apiserver import FakeApiServer
 
-from rackwise.backends.base import snapshot_of_backend  # noqa: E402
-from rackwise.backends.kubernetes import KubernetesBackend  # noqa: E402
-from rackwise.backends.kubernetes_api import KubeApi  # noqa: E402
-from rackwise.backends.kubernetes_objects import DURATION_KEY  # noqa: E402
-from rackwise.forecast.forward import forward  # noqa: E402
-from rackwise.forecast.snapshot import from_json, to_json  # noqa: E402
+from rackwise.backends.base import snapshot_of_backend
+from rackwise.backends.kubernetes import KubernetesBackend
+from rackwise.backends.kubernetes_api import KubeApi
+from rackwise.backends.kubernetes_objects import DURATION_KEY
+from rackwise.forecast.forward import forward
+from rackwise.forecast.snapshot import from_json, to_json
 
 
 def test_the_queue_of_a_kubernetes_cluster_is_forecast() -> None:

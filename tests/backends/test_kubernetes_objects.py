@@ -6,8 +6,7 @@ import sys
 
 import pytest
 
-from rackwise.backends.kubernetes_objects import (
-    discover, gpu_type, group, node_unusable, pack, parse_time, pod_gpus)
+from rackwise.backends.kubernetes_objects import discover, gpu_type, group, node_unusable, pack, parse_time, pod_gpus
 from rackwise.errors import InputError, MissingExtraError
 
 

@@ -14,7 +14,7 @@ from rackwise.workload.job import Job
 
 pytest.importorskip("prometheus_client")
 
-from rackwise.backends.metrics import ServeMetrics  # noqa: E402
+from rackwise.backends.metrics import ServeMetrics
 
 
 def scrape(port: int) -> dict[str, float]:

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from rackwise.backends.slurm_cli import (
-    SlurmCli, SlurmCommandError, expand_hostlist, gpu_count, gpu_indices, gpu_type, job_gpu_count)
+    SlurmCli,
+    SlurmCommandError,
+    expand_hostlist,
+    gpu_count,
+    gpu_indices,
+    gpu_type,
+    job_gpu_count,
+)
 from rackwise.backends.slurm_jobs import decode_tags, encode_tags
 
 

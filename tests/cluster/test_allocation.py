@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
-from strategies import topologies
 
 from rackwise.cluster.allocation import Allocation, TentativeAllocation
 from rackwise.cluster.topology import Topology, uniform_cluster
+from strategies import topologies
 
 
 def _check_free_queries(free: Allocation | TentativeAllocation, topology: Topology,
@@ -46,7 +46,7 @@ class AllocationMachine(RuleBasedStateMachine):
     def setup(self, topology: Topology) -> None:
         self.topology = topology
         self.alloc = Allocation(topology)
-        self.owner: dict[int, str | None] = {g: None for g in range(topology.n_gpus)}
+        self.owner: dict[int, str | None] = dict.fromkeys(range(topology.n_gpus))
         self.n_jobs = 0
         self.overlay: TentativeAllocation | None = None
         self.overlay_free: dict[int, bool] = {}

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from tests.strategies import topologies
 
 from rackwise.cluster.allocation import Allocation
 from rackwise.cluster.graph_placement import (
@@ -25,7 +26,6 @@ from rackwise.workload.job_graph import (
     mixed_parallel_graph,
     model_shape,
 )
-from tests.strategies import topologies
 
 GB = 1e9
 
@@ -96,7 +96,7 @@ def test_tc3_stage_per_server_is_chosen_with_its_iteration_time() -> None:
 def test_tc5_server_choice() -> None:
     topology = uniform_cluster(3, 8, 8)
     free = Allocation(topology)
-    free.allocate("x", range(0, 5))  # A: 3 free
+    free.allocate("x", range(5))  # A: 3 free
     free.allocate("y", range(8, 10))  # B: 6 free, C: 8 free
     assert choose_servers(free, 5) == [(1, 5)]
     assert choose_servers(free, 8) == [(2, 8)]

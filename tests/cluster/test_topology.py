@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 from hypothesis import given
-from strategies import cluster_specs, topologies
 
 from rackwise.cluster.topology import ClusterSpec, Links, Node, Topology, load_cluster, uniform_cluster
 from rackwise.errors import InputError
+from strategies import cluster_specs, topologies
 
 
 def _mixed_spec() -> ClusterSpec:

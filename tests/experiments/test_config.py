@@ -6,12 +6,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.experiments.conftest import EXPERIMENTS
 
 from rackwise.errors import InputError, UnknownNameError
 from rackwise.experiments.config import load_experiment
 from rackwise.experiments.grid import expand, plan
-
-from tests.experiments.conftest import EXPERIMENTS
 
 BASE = {
     "name": "t",

@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from tests.experiments.conftest import EXPERIMENTS
 
 from rackwise.experiments import load_experiment, plan, run_cells
-
-from tests.experiments.conftest import EXPERIMENTS
 
 if importlib.util.find_spec("ray") is None:
     pytest.skip("ray is an optional extra: pip install 'rackwise[ray]'", allow_module_level=True)

@@ -7,12 +7,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import typer
+from tests.experiments.conftest import EXPERIMENTS
 from typer.testing import CliRunner
 
 from rackwise.experiments import load_experiment, plan, run_cells
 from rackwise.experiments.results import cell_path
-
-from tests.experiments.conftest import EXPERIMENTS
 
 SMOKE = EXPERIMENTS / "smoke.yaml"
 

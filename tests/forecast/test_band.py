@@ -5,13 +5,13 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import numpy as np
+from scipy.special import ndtr
+
 from rackwise.forecast.band import band, forecast_with_band, sampled_durations
 from rackwise.forecast.durations import ratios_for, sample_total_s
 from rackwise.forecast.forward import done_s
 from rackwise.forecast.snapshot import ClusterSnapshot
-
-import numpy as np
-from scipy.special import ndtr
 
 
 def test_band_is_deterministic_across_workers(snapshot: ClusterSnapshot) -> None:

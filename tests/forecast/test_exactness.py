@@ -11,7 +11,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import clusters_and_workloads
 
 from rackwise.errors import MissingExtraError
 from rackwise.forecast.forward import forward
@@ -20,6 +19,7 @@ from rackwise.forecast.snapshot import from_json, to_json
 from rackwise.policies.base import Decisions, PolicyWrapper
 from rackwise.policies.registry import all_policies, make_policy
 from rackwise.sim.engine import Simulator
+from strategies import clusters_and_workloads
 
 POLICIES = sorted(all_policies())
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import take
 
+from conftest import take
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.errors import MissingExtraError
 from rackwise.forecast.forward import forward

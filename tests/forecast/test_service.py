@@ -6,8 +6,6 @@ import json
 import urllib.error
 import urllib.request
 
-import pytest
-
 from rackwise.backends.base import serve
 from rackwise.backends.fake import FakeBackend
 from rackwise.backends.metrics import ServeMetrics

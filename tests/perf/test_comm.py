@@ -8,8 +8,14 @@ from hypothesis import strategies as st
 
 from rackwise.cluster.topology import Links, uniform_cluster
 from rackwise.perf.comm import (
-    Level, congested_gbps, consolidated_level, level_bandwidth_gbps, level_of,
-    pipeline_bubble_frac, ring_allreduce_s, uplink_capacity_gbps,
+    Level,
+    congested_gbps,
+    consolidated_level,
+    level_bandwidth_gbps,
+    level_of,
+    pipeline_bubble_frac,
+    ring_allreduce_s,
+    uplink_capacity_gbps,
 )
 
 MB = 1e6

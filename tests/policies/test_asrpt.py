@@ -8,6 +8,8 @@ import pickle
 
 import pytest
 from hypothesis import given, settings
+from tests.policies.test_predictor import recurring_jobs
+from tests.strategies import clusters_and_workloads
 
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.errors import MissingExtraError
@@ -18,8 +20,6 @@ from rackwise.policies.parts.virtual_machine import srpt_finish_times
 from rackwise.policies.registry import make_policy
 from rackwise.sim.engine import Simulator, simulate
 from rackwise.workload.job import Job, Parallelism
-from tests.policies.test_predictor import recurring_jobs
-from tests.strategies import clusters_and_workloads
 
 pytest.importorskip("sklearn")
 

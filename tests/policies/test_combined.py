@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from tests.policies.hetero_support import TablePerf, cluster, job
+from tests.policies.test_conformance import TRACE
 
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.errors import InputError
@@ -15,8 +17,6 @@ from rackwise.policies.parts.heterogeneity import TypeMask
 from rackwise.policies.registry import make_policy
 from rackwise.sim.engine import Simulator, simulate
 from rackwise.workload.job import Job
-from tests.policies.hetero_support import TablePerf, cluster, job
-from tests.policies.test_conformance import TRACE
 
 HETERO = cluster(("v100", 1, 4), ("k80", 1, 4))  # GPUs 0-3 are V100, 4-7 are K80
 RATES = {("m", "v100"): 4.0, ("m", "k80"): 1.0}

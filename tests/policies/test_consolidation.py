@@ -12,16 +12,15 @@ from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
-from policies.delay_helpers import HIGH, LOW, Run, SpanPerf, job
-from strategies import clusters_and_workloads
 
+from policies.delay_helpers import HIGH, LOW, Run, SpanPerf, job
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.errors import InputError
-from rackwise.policies.consolidation import ConsolidateStrict, PhillyRelax
-from rackwise.policies.consolidation import DelayScheduler
+from rackwise.policies.consolidation import ConsolidateStrict, DelayScheduler, PhillyRelax
 from rackwise.policies.delay import Dally
 from rackwise.policies.parts.locality import placement_level
 from rackwise.policies.registry import make_policy
+from strategies import clusters_and_workloads
 
 PAIR = uniform_cluster(2, gpus_per_node=8, nodes_per_rack=2)  # n0: GPUs 0-7, n1: 8-15
 

@@ -14,8 +14,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from policies.delay_helpers import HIGH, LOW, MED, Run, SpanPerf, job
 
+from policies.delay_helpers import HIGH, LOW, MED, Run, SpanPerf, job
 from rackwise.cluster.allocation import Allocation
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.cluster.view import ClusterView
@@ -24,8 +24,15 @@ from rackwise.perf.base import IdealPerf
 from rackwise.policies.delay import Dally
 from rackwise.policies.delay_tuner import TimerTuner, TimerUpdate, tune_timer
 from rackwise.policies.parts.locality import (
-    L0, L1, L2, best_placement, cheapest_cover, placement_level, representative_placements,
-    target_level)
+    L0,
+    L1,
+    L2,
+    best_placement,
+    cheapest_cover,
+    placement_level,
+    representative_placements,
+    target_level,
+)
 from rackwise.policies.registry import make_policy
 from rackwise.sim.engine import Simulator
 from rackwise.workload.state import JobState

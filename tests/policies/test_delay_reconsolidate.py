@@ -12,8 +12,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from sim.test_invariants import InvariantChecker
-from strategies import clusters_and_workloads
 
 from policies.delay_helpers import SpanPerf, job
 from rackwise.cluster.topology import Topology, uniform_cluster
@@ -21,6 +19,8 @@ from rackwise.metrics.records import JobRecord
 from rackwise.policies.delay import Dally, Migration
 from rackwise.policies.parts.locality import L0, L1, L2
 from rackwise.sim.engine import Simulator
+from sim.test_invariants import InvariantChecker
+from strategies import clusters_and_workloads
 
 TOY = uniform_cluster(2, gpus_per_node=4, nodes_per_rack=2)  # n0: GPUs 0-3, n1: 4-7
 N0, N1 = (0, 1, 2, 3), (4, 5, 6, 7)

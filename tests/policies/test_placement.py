@@ -6,13 +6,12 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies import topologies
 
 from rackwise.cluster.allocation import Allocation, FreeGpus, TentativeAllocation
 from rackwise.cluster.topology import Topology, uniform_cluster
 from rackwise.errors import UnknownNameError
-from rackwise.policies.parts.placement import (
-    PLACEMENTS, best_fit, consolidated, first_fit, get_placement, random_gpus)
+from rackwise.policies.parts.placement import PLACEMENTS, best_fit, consolidated, first_fit, get_placement, random_gpus
+from strategies import topologies
 
 RNG = np.random.default_rng(0)
 

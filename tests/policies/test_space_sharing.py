@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from invariant_checker import InvariantChecker
 
+from invariant_checker import InvariantChecker
 from rackwise.backends.base import check_decisions
 from rackwise.cluster.view import ClusterView
 from rackwise.errors import InputError, InvalidDecisionError

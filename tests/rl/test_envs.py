@@ -11,16 +11,16 @@ pytest.importorskip("torch", reason="needs the rl extra: pip install 'rackwise[r
 pytest.importorskip("gymnasium", reason="needs the rl extra: pip install 'rackwise[rl]'")
 pytest.importorskip("pettingzoo", reason="needs the rl extra: pip install 'rackwise[rl]'")
 
-from gymnasium.utils.env_checker import check_env  # noqa: E402
-from pettingzoo.test import parallel_api_test  # noqa: E402
+from gymnasium.utils.env_checker import check_env
+from pettingzoo.test import parallel_api_test
 
-from rackwise.cluster.topology import uniform_cluster  # noqa: E402
-from rackwise.perf.model import NetworkPerf  # noqa: E402
-from rackwise.rl.core import CoreConfig, SchedulingCore  # noqa: E402
-from rackwise.rl.envs import MultiPlacementEnv, PlacementEnv, default_workload  # noqa: E402
-from rackwise.workload.job import Job  # noqa: E402
+from rackwise.cluster.topology import uniform_cluster
+from rackwise.perf.model import NetworkPerf
+from rackwise.rl.core import CoreConfig, SchedulingCore
+from rackwise.rl.envs import MultiPlacementEnv, PlacementEnv, default_workload
+from rackwise.workload.job import Job
 
-from .helpers import steady_jobs  # noqa: E402
+from .helpers import steady_jobs
 
 SMALL = uniform_cluster(4, 4, 2)
 WORKLOAD = default_workload(n_jobs=30, cluster_gpus=SMALL.n_gpus)

@@ -8,7 +8,11 @@ import pytest
 torch = pytest.importorskip("torch", reason="needs the rl extra: pip install 'rackwise[rl]'")
 
 from rackwise.rl.interference import (  # noqa: E402
-    Predictor, Samples, fit_interference, mae, sample_colocations,
+    Predictor,
+    Samples,
+    fit_interference,
+    mae,
+    sample_colocations,
 )
 
 

@@ -12,9 +12,8 @@ from importlib import metadata
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from invariant_checker import REL, InvariantChecker
-from strategies import clusters_and_workloads, workloads
 
+from invariant_checker import REL, InvariantChecker
 from rackwise.cluster.topology import Topology, uniform_cluster
 from rackwise.errors import MissingExtraError
 from rackwise.perf.base import IdealPerf
@@ -22,6 +21,7 @@ from rackwise.policies.base import BasePolicy
 from rackwise.policies.registry import all_policies, policy_class
 from rackwise.sim.engine import SimResult, Simulator
 from rackwise.workload.job import Job
+from strategies import clusters_and_workloads, workloads
 
 RESTORE_S = 30.0
 

@@ -7,8 +7,16 @@ drives a Slurm cluster. Importing this package imports neither.
 from __future__ import annotations
 
 from rackwise.backends.base import (
-    Backend, BackendError, DecisionRecord, Outcome, ServeResult, ServeStuckError, Snapshot,
-    check_decisions, serve)
+    Backend,
+    BackendError,
+    DecisionRecord,
+    Outcome,
+    ServeResult,
+    ServeStuckError,
+    Snapshot,
+    check_decisions,
+    serve,
+)
 
 __all__ = ["Backend", "BackendError", "DecisionRecord", "Outcome", "ServeResult",
            "ServeStuckError", "Snapshot", "check_decisions", "serve"]

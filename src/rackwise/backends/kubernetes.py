@@ -41,8 +41,21 @@ from typing import Any, ClassVar
 from rackwise.backends.base import INF, Outcome, Snapshot
 from rackwise.backends.kubernetes_api import KubeApi, KubeApiError
 from rackwise.backends.kubernetes_objects import (
-    DURATION_KEY, GPU_RESOURCE, Gang, discover, group, node_gpus, node_name, node_unusable, pack,
-    parse_time, phase, pod_gpus, pod_key, terminating)
+    DURATION_KEY,
+    GPU_RESOURCE,
+    Gang,
+    discover,
+    group,
+    node_gpus,
+    node_name,
+    node_unusable,
+    pack,
+    parse_time,
+    phase,
+    pod_gpus,
+    pod_key,
+    terminating,
+)
 from rackwise.cluster.allocation import Allocation
 from rackwise.cluster.topology import Links, Topology
 from rackwise.cluster.view import ClusterView

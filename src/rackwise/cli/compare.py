@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -77,9 +77,9 @@ def compare(
     gpu_type: options.GpuType = "v100",
     perf: options.Perf = "ideal",
     perf_param: options.PerfParam = None,
-    baseline: Annotated[Optional[str], typer.Option(help="Policy the others are relative to (default: the first).")] = None,
+    baseline: Annotated[str | None, typer.Option(help="Policy the others are relative to (default: the first).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of every random choice in the runs.")] = 0,
-    out: Annotated[Optional[Path], typer.Option(help="Results folder (default results/compare-TRACE-sSEED).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Results folder (default results/compare-TRACE-sSEED).")] = None,
     jobs: Annotated[int, typer.Option(help="Policies simulated at once, in local processes.")] = 2,
 ) -> None:
     """Simulate several POLICIES on the same workload, cluster and seed; print each figure

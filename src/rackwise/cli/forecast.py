@@ -11,7 +11,7 @@ import json
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -23,22 +23,22 @@ from rackwise.errors import InputError
 
 
 def forecast(
-    backend: Annotated[Optional[str], typer.Option(help="Read a live cluster: slurm or kubernetes.")] = None,
-    snapshot: Annotated[Optional[Path], typer.Option(help="Or a snapshot file (JSON).")] = None,
-    policy: Annotated[Optional[str], typer.Option(help="Policy to forecast under (default: the snapshot's own, with its live state; fifo for a backend).")] = None,
-    param: Annotated[Optional[list[str]], typer.Option("--param", "-p", help="Policy parameter key=value (repeatable).")] = None,
+    backend: Annotated[str | None, typer.Option(help="Read a live cluster: slurm or kubernetes.")] = None,
+    snapshot: Annotated[Path | None, typer.Option(help="Or a snapshot file (JSON).")] = None,
+    policy: Annotated[str | None, typer.Option(help="Policy to forecast under (default: the snapshot's own, with its live state; fifo for a backend).")] = None,
+    param: Annotated[list[str] | None, typer.Option("--param", "-p", help="Policy parameter key=value (repeatable).")] = None,
     samples: Annotated[int, typer.Option(help="Forward runs with sampled durations for a p10/p50/p90 band (0: point forecast only).")] = 0,
     seed: Annotated[int, typer.Option(help="Seed of the samples and of a fresh policy.")] = 0,
-    workers: Annotated[Optional[int], typer.Option(help="Local processes for the samples (default: all cores).")] = None,
+    workers: Annotated[int | None, typer.Option(help="Local processes for the samples (default: all cores).")] = None,
     ray: Annotated[bool, typer.Option("--ray", help="Run the samples on Ray (needs ray importable).")] = False,
     arrivals: Annotated[bool, typer.Option(help="Draw further arrivals from the snapshot's fitted arrival model.")] = False,
     horizon_h: Annotated[float, typer.Option(help="With --arrivals: draw arrivals over this many hours.")] = 24.0,
     fresh_policy: Annotated[bool, typer.Option(help="Ignore the snapshot's live policy state; start the policy anew.")] = False,
-    max_age_s: Annotated[Optional[float], typer.Option(help="Refuse a snapshot older than this (real-cluster snapshots).")] = None,
-    partition: Annotated[Optional[str], typer.Option(help="slurm: partition to read.")] = None,
-    cluster: Annotated[Optional[Path], typer.Option(help="slurm: cluster spec matching the partition's GPU nodes.")] = None,
-    namespace: Annotated[Optional[str], typer.Option(help="kubernetes: namespace of rackwise's pods.")] = None,
-    save_snapshot: Annotated[Optional[Path], typer.Option(help="Also write the snapshot read from the backend here.")] = None,
+    max_age_s: Annotated[float | None, typer.Option(help="Refuse a snapshot older than this (real-cluster snapshots).")] = None,
+    partition: Annotated[str | None, typer.Option(help="slurm: partition to read.")] = None,
+    cluster: Annotated[Path | None, typer.Option(help="slurm: cluster spec matching the partition's GPU nodes.")] = None,
+    namespace: Annotated[str | None, typer.Option(help="kubernetes: namespace of rackwise's pods.")] = None,
+    save_snapshot: Annotated[Path | None, typer.Option(help="Also write the snapshot read from the backend here.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     limit: Annotated[int, typer.Option(help="Rows of the table (0: all).")] = 50,
 ) -> None:

@@ -6,23 +6,23 @@ Declared once so their names, types and help read the same everywhere.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-Trace = Annotated[Optional[str], typer.Option(help="A shipped trace (see `rackwise traces list`).")]
-TraceFile = Annotated[Optional[Path], typer.Option(help="Or a trace file of your own.")]
+Trace = Annotated[str | None, typer.Option(help="A shipped trace (see `rackwise traces list`).")]
+TraceFile = Annotated[Path | None, typer.Option(help="Or a trace file of your own.")]
 TraceFormat = Annotated[str, typer.Option("--format", help="Format of --trace-file: csv, gavel or philly-json.")]
-Mapping = Annotated[Optional[Path], typer.Option(help="YAML column mapping for a csv --trace-file.")]
-Groups = Annotated[Optional[str], typer.Option(help="Keep only these clusters/virtual clusters (comma-separated).")]
-StartS = Annotated[Optional[float], typer.Option(help="Keep jobs submitted at or after this second.")]
-EndS = Annotated[Optional[float], typer.Option(help="Keep jobs submitted before this second.")]
-FirstN = Annotated[Optional[int], typer.Option(help="Keep only the first N jobs (after the other filters).")]
+Mapping = Annotated[Path | None, typer.Option(help="YAML column mapping for a csv --trace-file.")]
+Groups = Annotated[str | None, typer.Option(help="Keep only these clusters/virtual clusters (comma-separated).")]
+StartS = Annotated[float | None, typer.Option(help="Keep jobs submitted at or after this second.")]
+EndS = Annotated[float | None, typer.Option(help="Keep jobs submitted before this second.")]
+FirstN = Annotated[int | None, typer.Option(help="Keep only the first N jobs (after the other filters).")]
 SkipOversized = Annotated[bool, typer.Option(help="Drop jobs larger than the cluster instead of failing.")]
-Cluster = Annotated[Optional[Path], typer.Option(help="Cluster spec file (YAML or TOML); overrides the flags below.")]
+Cluster = Annotated[Path | None, typer.Option(help="Cluster spec file (YAML or TOML); overrides the flags below.")]
 Nodes = Annotated[int, typer.Option(help="Nodes in a homogeneous cluster.")]
 GpusPerNode = Annotated[int, typer.Option(help="GPUs per node.")]
 NodesPerRack = Annotated[int, typer.Option(help="Nodes per rack.")]
 GpuType = Annotated[str, typer.Option(help="GPU type of every node.")]
 Perf = Annotated[str, typer.Option(help="Performance model: ideal (trace speeds) or network.")]
-PerfParam = Annotated[Optional[list[str]], typer.Option(help="Performance-model parameter key=value (repeatable).")]
+PerfParam = Annotated[list[str] | None, typer.Option(help="Performance-model parameter key=value (repeatable).")]

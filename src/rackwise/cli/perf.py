@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Optional
+from typing import Annotated
 
 import numpy as np
 import typer
@@ -106,7 +106,7 @@ def explain(
     pipeline: Annotated[int, typer.Option(help="Pipeline stages.")] = 1,
     spread: Annotated[str, typer.Option(help="Where they are: 1-node, 2-nodes, 2-racks ...")] = "1-node",
     gpu_type: Annotated[str, typer.Option("--gpu-type", help="v100, p100, k80, a100, h100.")] = "v100",
-    batch_size: Annotated[Optional[int], typer.Option(help="Batch size of a measured model.")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Batch size of a measured model.")] = None,
     gpus_per_node: Annotated[int, typer.Option(help="GPUs per node.")] = 8,
     nodes_per_rack: Annotated[int, typer.Option(help="Nodes per rack.")] = 8,
     intra_node_gbps: Annotated[float, typer.Option(help="NVLink/PCIe bandwidth, Gb/s.")] = Links().intra_node_gbps,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import MISSING, fields
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -21,7 +21,7 @@ def _summary(cls: type) -> str:
 
 
 def list_policies(
-    name: Annotated[Optional[str], typer.Argument(help="Show this policy's parameters.")] = None,
+    name: Annotated[str | None, typer.Argument(help="Show this policy's parameters.")] = None,
 ) -> None:
     """List the policies (or one policy's parameters and defaults) and the placement strategies."""
     console = Console()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -81,7 +81,7 @@ def simulate(
     first_n: options.FirstN = None,
     skip_oversized: options.SkipOversized = False,
     policy: Annotated[str, typer.Option(help="Scheduling policy (see `rackwise policies`).")] = "fifo",
-    param: Annotated[Optional[list[str]], typer.Option("--param", "-p", help="Policy parameter key=value (repeatable).")] = None,
+    param: Annotated[list[str] | None, typer.Option("--param", "-p", help="Policy parameter key=value (repeatable).")] = None,
     cluster: options.Cluster = None,
     nodes: options.Nodes = 64,
     gpus_per_node: options.GpusPerNode = 8,
@@ -90,9 +90,9 @@ def simulate(
     perf: options.Perf = "ideal",
     perf_param: options.PerfParam = None,
     seed: Annotated[int, typer.Option(help="Seed of every random choice in the run.")] = 0,
-    out: Annotated[Optional[Path], typer.Option(help="Results folder (default results/TRACE-POLICY-sSEED).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Results folder (default results/TRACE-POLICY-sSEED).")] = None,
     table_format: Annotated[str, typer.Option("--table-format", help="parquet or csv.")] = "parquet",
-    forecast_at: Annotated[Optional[list[float]], typer.Option(help="Forecast at this second (repeatable); writes forecast.parquet, forecast beside outcome.")] = None,
+    forecast_at: Annotated[list[float] | None, typer.Option(help="Forecast at this second (repeatable); writes forecast.parquet, forecast beside outcome.")] = None,
     forecast_samples: Annotated[int, typer.Option(help="With --forecast-at: sampled runs per forecast for the p10-p90 band.")] = 0,
 ) -> None:
     """Simulate POLICY on a trace and a cluster; print a summary and write a results folder.

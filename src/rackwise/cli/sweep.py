@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -34,10 +34,10 @@ def cell_progress(console: Console, total: int | None, what: str) -> Iterator[On
 
 def sweep(
     experiment: Annotated[Path, typer.Argument(help="Experiment file (YAML), e.g. experiments/delay.yaml.")],
-    out: Annotated[Optional[Path], typer.Option(help="Results folder (default results/sweep-NAME).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Results folder (default results/sweep-NAME).")] = None,
     jobs: Annotated[int, typer.Option(help="Cells run at once (local processes, or CPUs of a private Ray).")] = 2,
     ray: Annotated[bool, typer.Option("--ray", help="Run on a private local Ray instance.")] = False,
-    ray_address: Annotated[Optional[str], typer.Option(help="Run on the Ray cluster at this address (auto, HOST:PORT).")] = None,
+    ray_address: Annotated[str | None, typer.Option(help="Run on the Ray cluster at this address (auto, HOST:PORT).")] = None,
     fresh: Annotated[bool, typer.Option(help="Run every cell again, ignoring finished ones.")] = False,
 ) -> None:
     """Run every cell of an EXPERIMENT grid and gather one Parquet table.

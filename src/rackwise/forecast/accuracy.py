@@ -18,8 +18,8 @@ import pandas as pd
 
 from rackwise.forecast.band import arrival_model_of, forecast_with_band
 from rackwise.forecast.from_sim import ForecastTap, Predictions, snapshot_of
-from rackwise.run import RunConfig, build_cluster, load_workload, make_perf
 from rackwise.policies.registry import make_policy
+from rackwise.run import RunConfig, build_cluster, load_workload, make_perf
 from rackwise.sim.engine import SimResult, Simulator
 from rackwise.workload.workload import Workload
 
@@ -105,7 +105,7 @@ def figures(frame: pd.DataFrame) -> dict[str, float]:
     wait_h = (pending["actual_start_s"] - pending["taken_at_s"]) / 3600.0
     return {
         "n_instants": int(frame["taken_at_s"].nunique()),
-        "n_pending_forecasts": int(len(pending)),
+        "n_pending_forecasts": len(pending),
         "mean_actual_wait_h": float(wait_h.mean()) if len(wait_h) else math.nan,
         "start_mae_h": float(start_err.mean()) if len(start_err) else math.nan,
         "start_median_ae_h": float(start_err.median()) if len(start_err) else math.nan,

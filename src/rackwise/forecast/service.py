@@ -95,7 +95,7 @@ class ForecastService:
         service = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (the http.server name)
+            def do_GET(self) -> None:
                 status, body = service.document() if self.path.split("?")[0] == "/forecast" \
                     else (404, {"error": "only /forecast is served here"})
                 payload = json.dumps(body).encode()

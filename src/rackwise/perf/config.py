@@ -8,9 +8,9 @@ iteration times. Sources for each default are given beside it and in
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
-from typing import Mapping
 
 from rackwise.errors import InputError
 

@@ -138,11 +138,33 @@ _MODEL, _GRADIENT_BYTES, _MODEL_BYTES, _SENSITIVITY, _TOTAL_ITERS = (
 class _Placed:
     """A job on a placement: what stays fixed while it runs there."""
 
-    __slots__ = ("job_id", "model", "gpu_ids", "nodes", "node_gpus", "racks", "level",
-                 "gpu_type", "compute_s", "dyn_bits", "base_gbps",
-                 "ref_comm_s", "static_comm_s", "comm_pair", "ideal_rate", "node_factors", "factor",
-                 "coeff", "model_id", "rate", "crosses", "bandwidth", "cross_terms", "partner",
-                 "copies")
+    __slots__ = (
+        "bandwidth",
+        "base_gbps",
+        "coeff",
+        "comm_pair",
+        "compute_s",
+        "copies",
+        "cross_terms",
+        "crosses",
+        "dyn_bits",
+        "factor",
+        "gpu_ids",
+        "gpu_type",
+        "ideal_rate",
+        "job_id",
+        "level",
+        "model",
+        "model_id",
+        "node_factors",
+        "node_gpus",
+        "nodes",
+        "partner",
+        "racks",
+        "rate",
+        "ref_comm_s",
+        "static_comm_s",
+    )
 
     job_id: str
     model: str

@@ -29,7 +29,14 @@ from rackwise.cluster.view import ClusterView
 from rackwise.policies.base import BasePolicy, Decisions, Start
 from rackwise.policies.delay_tuner import TimerTuner, TimerUpdate
 from rackwise.policies.parts.locality import (
-    L0, L2, best_placement, domain_free, domain_gpu_ids, placement_level, target_level)
+    L0,
+    L2,
+    best_placement,
+    domain_free,
+    domain_gpu_ids,
+    placement_level,
+    target_level,
+)
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState
 

@@ -80,4 +80,4 @@ def make_policy(name: str, **params: Any) -> BasePolicy:
         raise InputError(f"policy '{name}': {error['msg']}", field=field) from None
 
 
-__all__ = ["POLICIES", "all_policies", "make_policy", "policy_class", "MissingExtraError"]
+__all__ = ["POLICIES", "MissingExtraError", "all_policies", "make_policy", "policy_class"]

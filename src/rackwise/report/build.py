@@ -18,8 +18,7 @@ from rackwise.errors import InputError
 from rackwise.report import html, plots  # plots raises MissingExtraError without matplotlib
 from rackwise.report.groups import Group, baseline_of, choose_baseline, group_runs
 from rackwise.report.load import load_runs, read_jobs, read_timeline
-from rackwise.report.series import (cdf_levels, mean_quantiles, quantiles, resample_steps,
-                                    time_edges)
+from rackwise.report.series import cdf_levels, mean_quantiles, quantiles, resample_steps, time_edges
 from rackwise.report.stats import Estimate, t_interval
 
 HOUR_S = 3600.0

@@ -19,7 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from rackwise.rl import require
 from rackwise.rl.features import (
-    N_CANDIDATE_FEATURES, N_GPU_FEATURES, N_QUEUE_FEATURES, N_RACK_FEATURES, N_SERVER_FEATURES,
+    N_CANDIDATE_FEATURES,
+    N_GPU_FEATURES,
+    N_QUEUE_FEATURES,
+    N_RACK_FEATURES,
+    N_SERVER_FEATURES,
     job_feature_size,
 )
 

@@ -27,7 +27,11 @@ from rackwise.rl import require
 from rackwise.rl.core import CoreConfig, SchedulingCore, StepInfo
 from rackwise.rl.episodes import sample_episode
 from rackwise.rl.features import (
-    N_CANDIDATE_FEATURES, N_GPU_FEATURES, N_QUEUE_FEATURES, N_RACK_FEATURES, N_SERVER_FEATURES,
+    N_CANDIDATE_FEATURES,
+    N_GPU_FEATURES,
+    N_QUEUE_FEATURES,
+    N_RACK_FEATURES,
+    N_SERVER_FEATURES,
     job_feature_size,
 )
 from rackwise.workload.job import Job
@@ -189,8 +193,8 @@ class MultiPlacementEnv(_Episodes, pz.ParallelEnv):  # type: ignore[misc]
         cut = core.truncated and not ended
         info = self._info(core, step)
         agents = list(self.agents)
-        out = (obs, {a: reward for a in agents}, {a: ended for a in agents},
-               {a: cut for a in agents}, {a: dict(info) for a in agents})
+        out = (obs, dict.fromkeys(agents, reward), dict.fromkeys(agents, ended),
+               dict.fromkeys(agents, cut), {a: dict(info) for a in agents})
         if ended or cut:
             self.agents = []
         return out

@@ -23,8 +23,8 @@ from rackwise.cluster.topology import Topology, uniform_cluster
 from rackwise.perf.model import NetworkPerf
 from rackwise.rl import require
 from rackwise.rl.checkpoint import Checkpoint, ModelConfig, save
-from rackwise.rl.curves import write_curves
 from rackwise.rl.core import CoreConfig, SchedulingCore
+from rackwise.rl.curves import write_curves
 from rackwise.rl.encoder import ActorCritic, stack_obs, topology_index
 from rackwise.rl.episodes import sample_episode
 from rackwise.rl.interference import Predictor, fit_interference, sample_colocations

@@ -157,7 +157,7 @@ def _trace(name: str) -> _Trace:
                                f"Known traces: {', '.join(names())}") from None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _table(name: str) -> pd.DataFrame:
     # Cached and shared: callers select rows into new frames and never write to it.
     ref = resources.files("rackwise.traces").joinpath("data", _trace(name).file)

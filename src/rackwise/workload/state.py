@@ -25,11 +25,30 @@ class JobState:
     """Run-time state of one job."""
 
     __slots__ = (
-        "job", "status", "gpu_ids", "iters_done", "rate_iters_per_s", "last_update",
-        "busy_until", "run_start", "first_start", "finish_time", "n_preemptions",
-        "attained_gpu_s", "queued_since", "run_time_s", "overhead_s", "version", "n_nodes",
-        "n_racks", "copies", "comm_s", "comm_extra_s", "comm_s_per_iter", "comm_extra_s_per_iter",
+        "attained_gpu_s",
+        "busy_until",
+        "comm_extra_s",
+        "comm_extra_s_per_iter",
+        "comm_s",
+        "comm_s_per_iter",
+        "copies",
+        "finish_time",
+        "first_start",
+        "gpu_ids",
+        "iters_done",
+        "job",
+        "last_update",
+        "n_nodes",
+        "n_preemptions",
+        "n_racks",
+        "overhead_s",
         "partner",
+        "queued_since",
+        "rate_iters_per_s",
+        "run_start",
+        "run_time_s",
+        "status",
+        "version",
     )
 
     def __init__(self, job: Job) -> None:

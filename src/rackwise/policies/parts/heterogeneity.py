@@ -32,7 +32,7 @@ def nodes_by_type(topology: Topology) -> dict[str, tuple[int, ...]]:
 
 def capacity_by_type(topology: Topology) -> dict[str, int]:
     """GPUs of each GPU type."""
-    out = {t: 0 for t in topology.gpu_types}
+    out = dict.fromkeys(topology.gpu_types, 0)
     for node in topology.nodes:
         out[node.gpu_type] += node.n_gpus
     return out

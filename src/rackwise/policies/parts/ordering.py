@@ -255,8 +255,8 @@ def preempt_ranked(view: ClusterView, running_keys: Sequence[tuple[object, ...]]
     """
     n_running = len(running_keys)
     fewest = queue.fewest_gpus()
-    if fewest is None or fewest > view.n_free and (
-            n_running == 0 or queue.best_key() > running_keys[-1]):  # type: ignore[operator]
+    if fewest is None or (fewest > view.n_free and (
+            n_running == 0 or queue.best_key() > running_keys[-1])):  # type: ignore[operator]
         # Every pending job ranks behind every running one, so it may only use free
         # GPUs, and none fits in them: a common case on a full cluster, decided here.
         return Decisions()

@@ -189,7 +189,7 @@ class PriceBook:
         # _by_load[slot][class][g]: the class's nodes holding g committed GPUs, ascending.
         self._by_load = [[[list(members[k]) if g == 0 else [] for g in range(cap + 1)]
                           for k, cap in enumerate(self._cap)] for _ in range(horizon)]
-        free = {g: 0 for g in self._group_classes}
+        free = dict.fromkeys(self._group_classes, 0)
         for g, c in zip(labels, self.capacity):
             free[g] += int(c)
         self._free = [dict(free) for _ in range(horizon)]

@@ -13,9 +13,9 @@ from rackwise.errors import InputError, UnknownNameError, suggest
 
 if TYPE_CHECKING:
     from rackwise.workload.readers.csv import ColumnMapping, read_csv
-    from rackwise.workload.workload import Workload
     from rackwise.workload.readers.gavel import read_gavel
     from rackwise.workload.readers.philly_json import read_philly_json
+    from rackwise.workload.workload import Workload
 
 _EXPORTS = {
     "ColumnMapping": "rackwise.workload.readers.csv",
