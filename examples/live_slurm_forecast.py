@@ -30,7 +30,8 @@ def main() -> None:
         common = ["--backend", "slurm", "--policy", "fifo", "--time-scale", "3600"]
         try:
             subprocess.run(["rackwise", "serve", *common, "--submit-trace", "itp_2021",
-                            "--first-n", "60", "--max-gpus", "4", "--submit-only"],
+                            "--first-n", "60", "--max-gpus", "4", "--submit-only",
+                            "--output-dir", str(Path(base) / "job-logs")],
                            env=env, check=True)
             serve = subprocess.Popen(["rackwise", "serve", *common, "--poll-s", "0.5"], env=env)
             time.sleep(3)
