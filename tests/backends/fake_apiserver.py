@@ -252,7 +252,7 @@ class FakeApiServer:
         meta = old["metadata"]
         base, _, count = meta["name"].partition("-r")
         name = f"{base}-r{int(count or 0) + 1}"
-        annotations = {k: v for k, v in (meta.get("annotations") or {}).items()}
+        annotations = dict((meta.get("annotations") or {}).items())
         fresh = {
             "apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": name, "namespace": meta["namespace"],

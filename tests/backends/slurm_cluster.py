@@ -11,6 +11,7 @@ under CI (``CI=true``), where a missing binary is an error.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -225,7 +226,5 @@ def _children(pid: int) -> list[int]:
 
 
 def _kill(pid: int, sig: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, sig)
-    except ProcessLookupError:
-        pass

@@ -11,6 +11,7 @@ is deleted at the end. The identity in the kubeconfig needs the rights in
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -91,10 +92,8 @@ def test_one_round_binds_a_gpu_pod_on_a_real_cluster() -> None:
             assert pod["spec"]["nodeName"] in backend.node_names
             assert pod["spec"]["nodeName"] == outcomes[0].nodes[0]
         finally:
-            try:
+            with contextlib.suppress(Exception):  # never created, or already gone
                 api.delete(namespace, pod_name)
-            except Exception:  # never created, or already gone
-                pass
             if created_namespace:
                 core.delete_namespace(namespace, _preload_content=False)
             api.close()

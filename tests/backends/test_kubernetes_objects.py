@@ -41,7 +41,7 @@ def test_racks_come_from_a_label_and_nodes_without_gpus_are_left_out() -> None:
     assert [n.rack_id for n in topology.nodes] == [0, 1, 1, 2]
     assert [n.gpu_type for n in topology.nodes] == ["v100", "k80", "a100", "k80"]
     assert [n.n_gpus for n in topology.nodes] == [4, 8, 8, 2]
-    with pytest.raises(InputError, match="no node has allocatable nvidia.com/gpu"):
+    with pytest.raises(InputError, match=r"no node has allocatable nvidia\.com/gpu"):
         discover([node("cpu", 0)], rack_label=zone, gpu_type_label=product)
 
 

@@ -252,7 +252,7 @@ def test_load_cluster_toml_bad_field(tmp_path: Path) -> None:
     """Field errors in TOML files are reported the same way."""
     path = tmp_path / "c.toml"
     path.write_text("[[node_groups]]\ncount = -1\ngpus_per_node = 4\n")
-    with pytest.raises(InputError, match="field 'node_groups.0.count'"):
+    with pytest.raises(InputError, match=r"field 'node_groups\.0\.count'"):
         load_cluster(path)
 
 

@@ -22,7 +22,7 @@ def test_compare_prints_ratios_to_the_baseline(cli: typer.Typer, tmp_path: Path)
     assert list(summary.index) == ["fifo", "tiresias", "sjf"]
     base = summary.loc["fifo"]
     for policy in ("tiresias", "sjf"):
-        line = next(l for l in result.output.splitlines() if re.search(rf"\b{policy}\b", l))
+        line = next(row for row in result.output.splitlines() if re.search(rf"\b{policy}\b", row))
         shown = re.findall(r"(\d+\.\d\d)x", line)
         expected = [f"{summary.loc[policy, name] / base[name]:.2f}"
                     for name in ("avg_jct_s", "median_jct_s", "p99_jct_s", "avg_queueing_s",
@@ -45,7 +45,7 @@ def test_compare_refuses_an_unknown_policy_with_exit_2(cli: typer.Typer, tmp_pat
 
 
 def test_compare_refuses_a_baseline_it_does_not_run(cli: typer.Typer, tmp_path: Path) -> None:
-    args = [a if a != "--baseline" else "--baseline" for a in ARGS][:-1] + ["srtf"]
+    args = [*[a if a != "--baseline" else "--baseline" for a in ARGS][:-1], "srtf"]
     result = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "out")])
     assert result.exit_code == 2 and "--baseline" in result.output
     assert not (tmp_path / "out").exists()

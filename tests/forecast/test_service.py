@@ -45,7 +45,7 @@ def test_endpoint_and_gauges() -> None:
         # what the loop then does agrees with what was forecast
         result = serve(backend, make_policy("fifo"), poll_s=None, observers=[service])
         starts = {r.job_id: r.first_start for r in result.records}
-        assert starts == {job_id: wait for job_id, wait in waits.items()}
+        assert starts == dict(waits.items())
     finally:
         service.close()
 

@@ -47,12 +47,12 @@ def test_two_jobs_on_one_gpu(snapshot: ClusterSnapshot) -> None:
 def test_more_gpus_in_use_than_the_node_has(snapshot: ClusterSnapshot) -> None:
     data = to_json(snapshot)
     data["topology"]["nodes"] = [[0, "v100", 1], [0, "v100", 1]]  # 2 GPUs left, more in use
-    with pytest.raises(InputError, match="does not exist|asks for"):
+    with pytest.raises(InputError, match=r"does not exist|asks for"):
         from_json(data, source="snap.json")
 
 
 def test_wrong_gpu_count(snapshot: ClusterSnapshot) -> None:
-    bad = _with_running_gpus(snapshot, snapshot.running[0].gpu_ids + (15,))
+    bad = _with_running_gpus(snapshot, (*snapshot.running[0].gpu_ids, 15))
     with pytest.raises(InputError, match="holds"):
         validate(bad)
 

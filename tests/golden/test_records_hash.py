@@ -33,7 +33,8 @@ def cases() -> dict[str, RunConfig]:
                 cluster=ClusterConfig(nodes=8, gpus_per_node=8, nodes_per_rack=2),
                 policy=policy, perf=perf, seed=3)
         found[f"{policy}/ideal/philly-hetero"] = RunConfig(
-            workload=WorkloadConfig(trace="philly_2017", start_s=86400.0 * 60, first_n=120, load=8.0, skip_oversized=True),
+            workload=WorkloadConfig(trace="philly_2017", start_s=86400.0 * 60, first_n=120, load=8.0,
+                                    skip_oversized=True),
             cluster=ClusterConfig(spec=HETERO), policy=policy, perf="ideal", seed=5)
     return found
 

@@ -80,7 +80,7 @@ def test_t2_demotion_preempts_for_a_q1_job() -> None:
     assert [d.wake_at for _, d in spy.decisions[:2]] == [None, 900.0]
     assert queue_at(queues, 100.0) == 0  # J2 waits: both in Q1, J1 came first
     assert queue_at(queues, 900.0) == 1
-    at_900 = [d for t, d in spy.decisions if t == 900.0][0]
+    at_900 = next(d for t, d in spy.decisions if t == 900.0)
     assert at_900.preempt == ("J1",) and [s.job_id for s in at_900.start] == ["J2"]
     j1, j2 = records["J1"], records["J2"]
     assert (j2.first_start, j2.finish_time) == (900.0, 1100.0)
@@ -105,7 +105,7 @@ def _t3_jobs() -> list[Job]:
 def test_t3_promotion_after_eight_times_run_time() -> None:
     # Eager, to see the demotion at 9300 that nothing waits for.
     records, spy, queues = run(_t3_jobs(), EagerTiresias())
-    at_900 = [d for t, d in spy.decisions if t == 900.0][0]
+    at_900 = next(d for t, d in spy.decisions if t == 900.0)
     assert at_900.preempt == ("J1",)
     # Preempted at 900 after 900 s of running: eligible once it has waited 8 * 900 s.
     assert 8100.0 in {d.wake_at for _, d in spy.decisions}
@@ -140,7 +140,7 @@ def test_no_head_of_line_blocking() -> None:
 
 
 def test_three_queues_demote_one_at_a_time() -> None:
-    records, spy, queues = run([Job("J1", 0.0, 2, 10000.0)],
+    _records, spy, queues = run([Job("J1", 0.0, 2, 10000.0)],
                                EagerTiresias(queue_limits_gpu_s=(1000.0, 5000.0)))
     assert queue_at(queues, 500.0) == 1
     assert queue_at(queues, 2500.0) == 2
@@ -173,8 +173,8 @@ def test_lazy_demotions_give_the_records_of_waking_at_every_one(
     widths = rng.choice([1, 1, 2, 3, 4, 8], n)
     durations = rng.lognormal(np.log(600.0), 1.0, n)
     jobs = [Job(f"j{i:02d}", float(submit[i]), int(widths[i]), float(durations[i])) for i in range(n)]
-    params = dict(queue_limits_gpu_s=limits, promote_knob=knob, running_first=running_first,
-                  placement=placement)
+    params = {"queue_limits_gpu_s": limits, "promote_knob": knob, "running_first": running_first,
+                  "placement": placement}
     perf = IdealPerf(checkpoint_restore_s=10.0)
     lazy = Simulator(uniform_cluster(3, 4, 2), jobs, Tiresias(**params), perf=perf, seed=seed).run()
     eager = Simulator(uniform_cluster(3, 4, 2), jobs, EagerTiresias(**params), perf=perf, seed=seed).run()

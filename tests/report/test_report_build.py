@@ -144,7 +144,7 @@ def test_bad_input_leaves_the_old_report_untouched(tmp_path: Path) -> None:
     out.write_text("old")
     folder = write_run(tmp_path / "r", "fifo", 0)
     (folder / "summary.json").write_text("{")
-    with pytest.raises(InputError, match="summary.json:1: corrupt JSON"):
+    with pytest.raises(InputError, match=r"summary\.json:1: corrupt JSON"):
         build_report(folder, out)
     assert out.read_text() == "old"
     assert sorted(p.name for p in out.parent.iterdir()) == ["report.html"]

@@ -129,7 +129,7 @@ def test_missing_folder(tmp_path: Path) -> None:
 
 def test_a_file_is_not_a_results_folder(tmp_path: Path) -> None:
     (tmp_path / "x.json").write_text("{}")
-    with pytest.raises(InputError, match="x.json: not a folder"):
+    with pytest.raises(InputError, match=r"x\.json: not a folder"):
         load_runs(tmp_path / "x.json")
 
 
@@ -174,5 +174,5 @@ def test_missing_and_corrupt_tables(tmp_path: Path) -> None:
 def test_table_without_needed_column(tmp_path: Path) -> None:
     folder = write_run(tmp_path / "r", "fifo", 0)
     pd.DataFrame({"jct_s": [1.0]}).to_parquet(folder / "jobs.parquet")
-    with pytest.raises(InputError, match="jobs.parquet: missing column.s. queueing_delay_s"):
+    with pytest.raises(InputError, match=r"jobs\.parquet: missing column.s. queueing_delay_s"):
         read_jobs(load_runs(folder)[0])

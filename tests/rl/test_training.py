@@ -57,7 +57,7 @@ def test_short_training_improves_the_return() -> None:
 
 def test_checkpoint_round_trips(tmp_path) -> None:  # type: ignore[no-untyped-def]
     trainer = _trainer()
-    weights, config = save(tmp_path / "ck", trainer.checkpoint({"note": "test"}))
+    _weights, config = save(tmp_path / "ck", trainer.checkpoint({"note": "test"}))
     assert json.loads(config.read_text())["n_agents"] == 2
     loaded = load(tmp_path / "ck")
     for (name, a), (_, b) in zip(trainer.model.state_dict().items(),

@@ -117,7 +117,7 @@ def test_bad_records_name_index_jobid_and_field(tmp_path: Path, record: dict[str
 
 
 def test_duplicate_jobid(tmp_path: Path) -> None:
-    error, path = _error(tmp_path, [RECORDS[1], RECORDS[1]])
+    error, _path = _error(tmp_path, [RECORDS[1], RECORDS[1]])
     assert error.field == "jobid"
     assert "job #1 (app_1)" in str(error) and "duplicate job id (first at index 0)" in str(error)
 
