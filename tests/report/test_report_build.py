@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import typer
+from handmade_runs import write_run
 from typer.testing import CliRunner
 
 import rackwise.report
-from conftest import write_run
 from rackwise.cli import report as report_cli
 from rackwise.errors import InputError
 from rackwise.report import html

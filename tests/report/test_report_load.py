@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from handmade_runs import write_run
 
-from conftest import write_run
 from rackwise.errors import InputError
 from rackwise.report.groups import baseline_of, choose_baseline, group_runs
 from rackwise.report.load import discover, load_runs, read_jobs, read_timeline
