@@ -7,10 +7,11 @@ from typing import ClassVar
 
 import pytest
 
-from rackwise.backends.base import ServeStuckError, Snapshot, check_decisions, serve
+from rackwise.backends.base import ServeStuckError, Snapshot, serve
 from rackwise.backends.fake import FakeBackend
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.cluster.view import ClusterView
+from rackwise.engine.checks import check_decisions
 from rackwise.errors import InvalidDecisionError
 from rackwise.policies.base import BasePolicy, Decisions, Start
 from rackwise.policies.registry import make_policy
@@ -114,7 +115,7 @@ def _snapshot() -> Snapshot:
 
 
 @pytest.mark.parametrize(("decisions", "message"), [
-    (Decisions(start=(Start("b", (0,)),)), "GPU 0 is held by a"),
+    (Decisions(start=(Start("b", (0,)),)), "GPU 0 is held by job a"),
     (Decisions(start=(Start("b", (2, 3)),)), "needs 1 distinct GPUs"),
     (Decisions(start=(Start("b", (9,)),)), "GPU 9 does not exist"),
     (Decisions(start=(Start("a", (2, 3)),)), "job a: it is running"),

@@ -17,10 +17,11 @@ pytest.importorskip("kubernetes")
 
 from fake_apiserver import FakeApiServer
 
-from rackwise.backends.base import Outcome, Snapshot, policy_rng, serve
+from rackwise.backends.base import Outcome, Snapshot, serve
 from rackwise.backends.kubernetes import KubernetesBackend
 from rackwise.backends.kubernetes_api import KubeApi, KubeApiError
 from rackwise.cluster.view import ClusterView
+from rackwise.engine.seeding import policy_rng
 from rackwise.policies.base import BasePolicy, Decisions, Start
 from rackwise.policies.registry import make_policy
 

@@ -17,8 +17,8 @@ from rackwise.backends.base import snapshot_of_backend
 from rackwise.backends.kubernetes import KubernetesBackend
 from rackwise.backends.kubernetes_api import KubeApi
 from rackwise.backends.kubernetes_objects import DURATION_KEY
+from rackwise.engine.snapshot import from_json, to_json
 from rackwise.forecast.forward import forward
-from rackwise.forecast.snapshot import from_json, to_json
 
 
 def test_the_queue_of_a_kubernetes_cluster_is_forecast() -> None:

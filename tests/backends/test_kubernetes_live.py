@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from rackwise.backends.base import policy_rng
+from rackwise.engine.seeding import policy_rng
 
 pytestmark = pytest.mark.skipif(not os.environ.get("KUBECONFIG"),
                                 reason="set KUBECONFIG to run against a real cluster")
@@ -48,7 +48,7 @@ def test_one_round_binds_a_gpu_pod_on_a_real_cluster() -> None:
         # Test clusters often use self-signed certificates with verification off.
         warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
         api = KubeApi()
-        core = client.CoreV1Api(api._api_client)
+        core = client.CoreV1Api(api.api_client)
         namespace = os.environ.get("RACKWISE_TEST_NAMESPACE", "rackwise-test")
         scheduler = f"rackwise-test-{uuid.uuid4().hex[:8]}"
         pod_name = f"{scheduler}-probe"

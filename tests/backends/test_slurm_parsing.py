@@ -87,5 +87,5 @@ def test_jobs_of_an_earlier_window_are_told_apart_by_their_t0_tag() -> None:
     left_over = raw(1, "old", t0 - 30.0, "COMPLETED")  # ended in t0's second, yet earlier
     ours = raw(2, "new", t0, "COMPLETED")
     untagged = {**raw(3, "user", t0, "CANCELLED"), "comment": "rackwise;job=user;gpus=1"}
-    chosen = backend._classify([left_over, ours, untagged], now=3600.0)
+    chosen = backend.classify([left_over, ours, untagged], now=3600.0)
     assert sorted(chosen) == ["new", "user"]  # untagged: its end time decides, within the second

@@ -53,7 +53,7 @@ def test_keys_ignore_labels_but_follow_cluster_files(tmp_path: Path) -> None:
     spec.write_text("node_groups: [{count: 3, gpus_per_node: 8}]\n")
     from rackwise.experiments import grid
 
-    grid._file_digest.cache_clear()
+    grid.file_digest.cache_clear()
     changed = [c.key for c in expand(load_experiment(write(tmp_path, data)))]
     assert set(changed).isdisjoint(keys)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from rackwise.cluster.topology import uniform_cluster
+from rackwise.engine.snapshot import ClusterSnapshot
 from rackwise.forecast.from_sim import ForecastTap, snapshot_of
-from rackwise.forecast.snapshot import ClusterSnapshot
 from rackwise.policies.registry import make_policy
 from rackwise.sim.engine import Simulator
 from rackwise.workload.job import Job

@@ -8,10 +8,10 @@ from dataclasses import replace
 import numpy as np
 from scipy.special import ndtr
 
+from rackwise.engine.snapshot import ClusterSnapshot
 from rackwise.forecast.band import band, forecast_with_band, sampled_durations
 from rackwise.forecast.durations import ratios_for, sample_total_s
 from rackwise.forecast.forward import done_s
-from rackwise.forecast.snapshot import ClusterSnapshot
 
 
 def test_band_is_deterministic_across_workers(snapshot: ClusterSnapshot) -> None:

@@ -10,6 +10,15 @@ import numpy as np
 import pytest
 
 from rackwise.cluster.topology import uniform_cluster
+from rackwise.engine.snapshot import (
+    DEFAULT_ERROR_CORRELATION,
+    ClusterSnapshot,
+    from_json,
+    load,
+    save,
+    to_json,
+    validate,
+)
 from rackwise.errors import InputError
 from rackwise.forecast.band import sampled_durations
 from rackwise.forecast.durations import (
@@ -19,15 +28,6 @@ from rackwise.forecast.durations import (
     predict_durations,
 )
 from rackwise.forecast.from_sim import ForecastTap, snapshot_of
-from rackwise.forecast.snapshot import (
-    DEFAULT_ERROR_CORRELATION,
-    ClusterSnapshot,
-    from_json,
-    load,
-    save,
-    to_json,
-    validate,
-)
 from rackwise.policies.registry import make_policy
 from rackwise.sim.engine import Simulator
 from rackwise.workload.job import Job

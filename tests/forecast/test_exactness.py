@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rackwise.engine.snapshot import from_json, to_json
 from rackwise.errors import MissingExtraError
 from rackwise.forecast.forward import forward
 from rackwise.forecast.from_sim import ForecastTap, snapshot_of
-from rackwise.forecast.snapshot import from_json, to_json
 from rackwise.policies.base import Decisions, PolicyWrapper
 from rackwise.policies.registry import all_policies, make_policy
 from rackwise.sim.engine import Simulator

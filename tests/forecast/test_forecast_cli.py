@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from rackwise.cli import simulate
 from rackwise.cli.forecast import forecast
-from rackwise.forecast.snapshot import ClusterSnapshot, save
+from rackwise.engine.snapshot import ClusterSnapshot, save
 
 app = typer.Typer()
 app.command("forecast")(forecast)

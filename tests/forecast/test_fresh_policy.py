@@ -6,9 +6,9 @@ import pytest
 
 from conftest import take
 from rackwise.cluster.topology import uniform_cluster
+from rackwise.engine.snapshot import ClusterSnapshot
 from rackwise.errors import MissingExtraError
 from rackwise.forecast.forward import forward
-from rackwise.forecast.snapshot import ClusterSnapshot
 from rackwise.policies.registry import all_policies, make_policy
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState, Status

@@ -20,8 +20,8 @@ from rackwise.backends.base import serve, snapshot_of_backend
 from rackwise.backends.slurm import SlurmBackend
 from rackwise.backends.slurm_cli import SlurmCli
 from rackwise.backends.slurm_jobs import submit_held
+from rackwise.engine.snapshot import from_json, to_json
 from rackwise.forecast.forward import forward
-from rackwise.forecast.snapshot import from_json, to_json
 from rackwise.policies.registry import make_policy
 from rackwise.workload.job import Job
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from rackwise.engine.snapshot import ClusterSnapshot, copy_state, from_json, load, save, to_json, validate
 from rackwise.errors import InputError
 from rackwise.forecast.forward import forward
-from rackwise.forecast.snapshot import ClusterSnapshot, copy_state, from_json, load, save, to_json, validate
 
 
 def test_json_round_trip_keeps_every_field(snapshot: ClusterSnapshot, tmp_path: Path) -> None:

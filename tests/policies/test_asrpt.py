@@ -147,7 +147,7 @@ def test_run_state_appears_only_at_reset_and_survives_pickling_mid_run() -> None
     policy = make_policy("asrpt", n_estimators=3, min_train_rows=2, refit_every=2)
     assert not [k for k in vars(policy) if k.endswith("_")]
     sim = Simulator(uniform_cluster(2, 4, 2), _recurring_trace(40), policy)
-    sim.policy.reset(sim.view, sim._policy_rng)
+    sim.start()
     for _ in range(60):
         sim.step()
     clone = pickle.loads(pickle.dumps(policy))

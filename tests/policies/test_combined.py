@@ -95,7 +95,7 @@ def test_sensitive_jobs_wait_for_locality_as_long_as_their_class_allows(
 def test_classes_follow_the_thresholds() -> None:
     policy = oracle()
     sim = Simulator(uniform_cluster(2, 4, 1), [], policy)
-    policy.reset(sim.view, sim._policy_rng)
+    sim.start()
     classes = [policy.sensitivity_class(sim.view, Job(f"j{s}", 0.0, 2, 1.0, comm_sensitivity=s))
                for s in (0.1, 0.3, 0.7)]
     assert classes == ["low", "med", "high"]

@@ -145,7 +145,7 @@ def check_reset_makes_it_fresh(name: str) -> None:
 def check_pickles_mid_run(name: str) -> None:
     policy = load(name)
     sim = Simulator(CLUSTER, TRACE, policy, seed=0)
-    policy.reset(sim.view, np.random.default_rng(0))
+    sim.start()
     for _ in range(12):
         sim.step()
     restored = pickle.loads(pickle.dumps(policy))
@@ -168,18 +168,13 @@ def check_adopts_a_running_cluster(name: str) -> None:
     of each of them as an arrival (what a driver loop that finds them does),
     and must then finish the trace with valid decisions only.
     """
-    first = load(name)
-    sim = Simulator(CLUSTER, TRACE, first, seed=0)
-    first.reset(sim.view, np.random.default_rng(1))
+    sim = Simulator(CLUSTER, TRACE, load(name), seed=0)
+    sim.start()
     # Round-based policies start jobs only at their first round: step until some run.
     while sim.step() and not (sim.running and len(sim.records) >= 3):
         pass
     assert sim.running, "the trace should keep the cluster busy at this point"
-    fresh = load(name)
-    fresh.reset(sim.view, np.random.default_rng(2))
-    for state in [*sim.running.values(), *sim.pending.values()]:
-        fresh.on_arrival(state.job, sim.now)
-    sim.policy = fresh
+    sim.hand_over(load(name), np.random.default_rng(2))
     while sim.step():
         pass
     assert len(sim.records) == len(TRACE), f"'{name}' lost jobs after taking over"

@@ -197,7 +197,7 @@ def test_timer_deadline_is_an_engine_event() -> None:
     """§7.10: on an idle but fragmented cluster the job starts exactly at submit + T."""
     jobs = [job("A", 0, 3, 1000), job("B", 0, 3, 1000), job("C", 0, 2, 100, MED)]
     sim = Simulator(TOY, jobs, fixed(timer_med_s=(300.0, 300.0)))
-    sim.policy.reset(sim.view, np.random.default_rng(0))
+    sim.start()
     assert sim.step()
     assert sorted(sim.running) == ["A", "B"] and "C" in sim.pending
     assert sim.peek() == 300.0  # nothing else happens before A and B finish at 1000
@@ -397,7 +397,7 @@ def test_same_inputs_same_records_and_pickles_mid_run() -> None:
     second = Run(cluster, jobs, replace(policy), SpanPerf(perf_models))
     assert first.records == second.records
     sim = Simulator(cluster, jobs, replace(policy), perf=SpanPerf(perf_models))
-    sim.policy.reset(sim.view, np.random.default_rng(0))
+    sim.start()
     for _ in range(15):
         sim.step()
     clone = pickle.loads(pickle.dumps(sim.policy))

@@ -19,7 +19,7 @@ V100_K80 = cluster(("v100", 1, 1), ("k80", 1, 1))  # types sort as (k80, v100)
 def _first_round(topology, jobs, perf, **params):  # type: ignore[no-untyped-def]
     policy = Gavel(min_reset_interval_s=0.0, **params)
     sim = Simulator(topology, jobs, policy, perf=perf)
-    policy.reset(sim.view, np.random.default_rng(0))
+    sim.start()
     sim.step()
     return sim, policy
 

@@ -69,7 +69,7 @@ def test_h4_without_waiting_finishes_early_at_lower_payoff() -> None:
 def _hadar_on(topology, perf, jobs, **params):  # type: ignore[no-untyped-def]
     policy = Hadar(**params)
     sim = Simulator(topology, jobs, policy, perf=perf)
-    policy.reset(sim.view, np.random.default_rng(0))
+    sim.start()
     return sim, policy
 
 
@@ -82,7 +82,7 @@ def test_h3_mixed_option_progress(model: str, progress_per_s: float) -> None:
     book.take(0, 0, 1)  # one free V100 on node 0, one free K80 on node 1
     book.take(0, 1, 1)
     rates = np.array([2.5, 10.0])  # (k80, v100): types sort by name
-    options = policy._options(book, 0, rates, 2)
+    options = policy.slot_options(book, 0, rates, 2)
     assert max(o.progress for o in options) == pytest.approx(360.0 * progress_per_s)
     assert all(o.take == ((0, 1), (1, 1)) for o in options)
 

@@ -12,12 +12,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from invariant_checker import InvariantChecker
-from rackwise.backends.base import check_decisions
 from rackwise.cluster.view import ClusterView
+from rackwise.engine.checks import check_decisions
+from rackwise.engine.snapshot import from_json, to_json
 from rackwise.errors import InputError, InvalidDecisionError
 from rackwise.forecast.forward import forward
 from rackwise.forecast.from_sim import snapshot_of
-from rackwise.forecast.snapshot import from_json, to_json
 from rackwise.perf.model import NetworkPerf
 from rackwise.policies.base import BasePolicy, Decisions, Start
 from rackwise.policies.gavel import Gavel
@@ -143,7 +143,7 @@ def test_a_model_without_paired_throughputs_refuses_pairs() -> None:
 def test_real_clusters_refuse_pairs() -> None:
     sim = Simulator(ONE_GPU, [job("A", "a", 30), job("B", "b", 30)],
                     Scripted(starts=(Start("A", (0,)),)), perf=paired(0.6, 0.6))
-    sim.policy.reset(sim.view, np.random.default_rng(0))
+    sim.start()
     sim.step()
     with pytest.raises(InvalidDecisionError, match="only in the simulator"):
         check_decisions(sim.view, Decisions(start=(Start("B", (0,), beside="A"),)), "x", sim.now)
@@ -154,7 +154,7 @@ def test_a_forecast_goes_on_from_a_running_pair() -> None:
     jobs = [job("A", "a", 100), job("B", "b", 100)]
     policy = Gavel(space_sharing=True, round_s=50.0)
     sim = Simulator(ONE_GPU, jobs, policy, perf=paired(0.8, 0.8))
-    policy.reset(sim.view, np.random.default_rng(0))
+    sim.start()
     sim.step()
     snapshot = snapshot_of(sim, predictions="exact")
     finish = {f.job_id: f.finish_s for f in forward(snapshot, perf=paired(0.8, 0.8)).jobs}

@@ -13,7 +13,7 @@ from rackwise.cluster.topology import Topology, uniform_cluster
 from rackwise.errors import InputError, InvalidDecisionError
 from rackwise.metrics.records import JobRecord
 from rackwise.perf.base import IdealPerf
-from rackwise.policies.base import BasePolicy, Decisions, Start
+from rackwise.policies.base import BasePolicy, Capabilities, Decisions, Start
 from rackwise.policies.fifo import Fifo
 from rackwise.policies.parts.placement import first_fit
 from rackwise.sim import engine
@@ -240,8 +240,11 @@ class Dawdler(BasePolicy):
     """A round-based policy that starts jobs (first-fit) only from its n-th call on."""
 
     name: ClassVar[str] = "dawdler"
-    round_s: ClassVar[float | None] = 60.0
     start_from_call: int = 10**9
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(round_s=60.0)
 
     def reset(self, view: object, rng: np.random.Generator) -> None:  # type: ignore[override]
         super().reset(view, rng)  # type: ignore[arg-type]

@@ -14,9 +14,9 @@ from rackwise.backends.base import (
     ServeResult,
     ServeStuckError,
     Snapshot,
-    check_decisions,
     serve,
 )
+from rackwise.engine.checks import check_decisions
 
 __all__ = ["Backend", "BackendError", "DecisionRecord", "Outcome", "ServeResult",
            "ServeStuckError", "Snapshot", "check_decisions", "serve"]

@@ -17,18 +17,18 @@ import logging
 import time as wallclock
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Literal, Protocol
-
-import numpy as np
+from typing import ClassVar, Literal, Protocol
 
 from rackwise.cluster.view import ClusterView
-from rackwise.errors import InvalidDecisionError, RackwiseError
+from rackwise.engine.checks import check_decisions
+from rackwise.engine.contract import Decisions, Policy
+from rackwise.engine.hooks import notify
+from rackwise.engine.seeding import policy_rng
+from rackwise.engine.snapshot import ClusterSnapshot, from_view
+from rackwise.errors import RackwiseError
 from rackwise.metrics.records import JobRecord
-from rackwise.policies.base import Decisions, Policy
+from rackwise.workload.job import Job
 from rackwise.workload.state import JobState
-
-if TYPE_CHECKING:
-    from rackwise.forecast.snapshot import ClusterSnapshot
 
 log = logging.getLogger("rackwise.serve")
 
@@ -131,12 +131,12 @@ class Backend(Protocol):
 class SnapshotSource(Protocol):
     """A backend that can describe itself for a forecast (``rackwise forecast``).
 
-    ``snapshot()`` returns the same `rackwise.forecast.snapshot.ClusterSnapshot`
+    ``snapshot()`` returns the same `rackwise.engine.snapshot.ClusterSnapshot`
     the simulator produces: running jobs with their GPUs and progress, the
     pending queue in order, GPUs nobody may use as ``held_gpus``, jobs known
     to arrive later as ``arrivals``, ``node_names`` and ``taken_wall_s``.
     Building one from an observed view is
-    `rackwise.forecast.snapshot.from_view`. It must only read: no holds, no
+    `rackwise.engine.snapshot.from_view`. It must only read: no holds, no
     comment or label writes, since a forecast may run beside a live loop.
     """
 
@@ -151,9 +151,7 @@ def snapshot_of_backend(backend: Backend) -> ClusterSnapshot:
     """
     own = getattr(backend, "snapshot", None)
     if callable(own):
-        return own()  # type: ignore[no-any-return]
-    from rackwise.forecast.snapshot import from_view
-
+        return own()
     observed = backend.observe()
     return from_view(observed.view, observed.now, source=backend.name,
                      node_names=tuple(getattr(backend, "node_names", ())),
@@ -202,70 +200,18 @@ class ServeResult:
     stopped_idle: bool
 
 
-def check_decisions(view: ClusterView, decisions: Decisions, policy_name: str, now: float) -> None:
-    """Reject decisions the cluster cannot carry out, as the simulator does.
-
-    Raises:
-        InvalidDecisionError: naming the policy, the time and the job.
-    """
-
-    def reject(reason: str) -> None:
-        raise InvalidDecisionError(f"policy '{policy_name}' at t={now:.3f} s: {reason}")
-
-    freed: set[int] = set()
-    preempted: set[str] = set()
-    for job_id in decisions.preempt:
-        state = view.running.get(job_id)
-        if state is None or job_id in preempted:
-            reject(f"cannot preempt job {job_id}: it is not running")
-            return
-        preempted.add(job_id)
-        freed.update(state.gpu_ids)
-    taken: set[int] = set()
-    n_gpus_total = view.topology.n_gpus
-    for start in decisions.start:
-        state = view.pending.get(start.job_id)
-        if state is None and start.job_id in preempted:
-            state = view.running[start.job_id]
-        if state is None:
-            where = "running" if start.job_id in view.running else "not in the queue"
-            reject(f"cannot start job {start.job_id}: it is {where}")
-            return
-        if start.beside is not None:
-            reject(f"job {start.job_id} would share the GPUs of job {start.beside}: space "
-                   f"sharing runs only in the simulator (a real cluster gives a GPU to one job)")
-        gpus = start.gpu_ids
-        if len(gpus) != state.job.n_gpus or len(set(gpus)) != len(gpus):
-            reject(f"job {start.job_id} needs {state.job.n_gpus} distinct GPUs, got {list(gpus)}")
-        for gpu in gpus:
-            if not 0 <= gpu < n_gpus_total:
-                reject(f"job {start.job_id}: GPU {gpu} does not exist")
-            owner = view.owner_of(gpu)
-            if gpu in taken or (owner is not None and gpu not in freed):
-                holder = owner if gpu not in taken else "another start"
-                reject(f"job {start.job_id}: GPU {gpu} is held by {holder}")
-            taken.add(gpu)
-    if decisions.wake_at is not None and not decisions.wake_at > now:
-        reject(f"wake_at={decisions.wake_at} is not after now")
-
-
-def policy_rng(seed: int) -> np.random.Generator:
-    """The policy's generator for ``seed``, drawn exactly as the simulator draws it."""
-    _, policy_seed = np.random.SeedSequence(seed).spawn(2)
-    return np.random.default_rng(policy_seed)
-
-
 def serve(backend: Backend, policy: Policy, *, poll_s: float | None = 1.0, seed: int = 0,
           exit_when_idle: bool = True, should_stop: Callable[[], bool] | None = None,
           observers: Sequence[RoundObserver] = (),
           on_decision: Callable[[DecisionRecord], None] | None = None) -> ServeResult:
     """Drive ``policy`` against ``backend`` until idle or told to stop.
 
-    Each round: observe; call ``on_completion`` for jobs seen finished and
-    ``on_arrival`` for jobs seen for the first time (the first round after a
-    restart sees every pending and running job arrive); ``schedule``; check
-    the decisions; apply them; wait until the earliest of the next poll,
-    the policy's ``wake_at``, the next arrival and the next round.
+    Each round: observe; tell the policy of jobs seen finished and of jobs
+    seen for the first time, in the simulator's order (`rackwise.engine.hooks`;
+    the first round after a restart sees every pending and running job
+    arrive); ``schedule``; check the decisions whole
+    (`rackwise.engine.checks`); apply them; wait until the earliest of the
+    next poll, the policy's ``wake_at``, the next arrival and the next round.
 
     Args:
         backend: Where decisions are carried out.
@@ -284,7 +230,7 @@ def serve(backend: Backend, policy: Policy, *, poll_s: float | None = 1.0, seed:
     """
     snapshot = backend.observe()
     policy.reset(snapshot.view, policy_rng(seed))
-    round_s: float | None = getattr(policy, "round_s", None)
+    round_s = policy.capabilities.round_s
     next_round = snapshot.now + round_s if round_s else INF
     known_active: set[str] = set()
     known_done: set[str] = set(snapshot.finished) | set(snapshot.failed)
@@ -329,25 +275,27 @@ def serve(backend: Backend, policy: Policy, *, poll_s: float | None = 1.0, seed:
 
 def _call_hooks(policy: Policy, snapshot: Snapshot, known_active: set[str],
                 known_done: set[str]) -> None:
-    # Completions before arrivals, as in the simulator: they free GPUs first.
     done = [s for job_id, s in snapshot.finished.items() if job_id not in known_done]
     done.sort(key=lambda s: (s.finish_time if s.finish_time is not None else INF, s.job_id))
+    completed: list[Job] = []
     for state in done:
         known_done.add(state.job_id)
         if state.job_id in known_active:
             known_active.discard(state.job_id)
-            policy.on_completion(state.job, snapshot.now)
+            completed.append(state.job)
     for job_id in sorted(snapshot.failed):
         if job_id not in known_done:
             known_done.add(job_id)
             known_active.discard(job_id)
             log.warning("job %s failed on the cluster: %s", job_id, snapshot.failed[job_id])
+    arrived: list[Job] = []
     view = snapshot.view
     for table in (view.running, view.pending):
         for job_id, state in table.items():
             if job_id not in known_active:
                 known_active.add(job_id)
-                policy.on_arrival(state.job, snapshot.now)
+                arrived.append(state.job)
+    notify(policy, completed, arrived, snapshot.now)
 
 
 def _log_outcomes(decisions: Decisions, outcomes: Sequence[Outcome], now: float,

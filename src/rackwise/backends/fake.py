@@ -49,6 +49,7 @@ class FakeBackend:
                  perf: PerfModel | None = None, seed: int = 0) -> None:
         self.sim = Simulator(topology, jobs, _Relay(), perf=perf, seed=seed)
         self.node_names = tuple(f"n{node.node_id}" for node in topology.nodes)
+        self.sim.start()
         self.sim.step()  # the first arrival: where the simulator first asks a policy
 
     @property
@@ -78,8 +79,7 @@ class FakeBackend:
             return sim.step()
         if deadline == INF:
             return False
-        sim.now = deadline
-        sim.view.now = deadline
+        sim.advance_to(deadline)
         return True
 
     def records(self) -> list[JobRecord]:

@@ -67,13 +67,13 @@ class KubeApi:
             _load_config(configuration, kubeconfig, context)
         self.host: str = configuration.host
         self.timeout_s = timeout_s
-        self._api_client = client.ApiClient(configuration)
-        self._core = client.CoreV1Api(self._api_client)
+        self.api_client = client.ApiClient(configuration)  # for callers that need more of the API
+        self._core = client.CoreV1Api(self.api_client)
         self._client = client
 
     def close(self) -> None:
         """Release the client's connections and thread pool."""
-        self._api_client.close()
+        self.api_client.close()
 
     # --------------------------------------------------------------- calls
     def nodes(self, label_selector: str | None = None) -> list[dict[str, Any]]:

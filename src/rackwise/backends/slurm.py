@@ -37,7 +37,7 @@ from rackwise.workload.job import Job
 from rackwise.workload.state import JobState, Status
 
 if TYPE_CHECKING:
-    from rackwise.forecast.snapshot import ClusterSnapshot
+    from rackwise.engine.snapshot import ClusterSnapshot
 
 log = logging.getLogger("rackwise.serve.slurm")
 
@@ -166,7 +166,7 @@ class SlurmBackend:
         wall = self._clock()
         self._resolve_clock(raw_jobs)
         now = self.wall_to_now(wall)
-        return raw_jobs, raw_nodes, wall, now, self._classify(raw_jobs, now)
+        return raw_jobs, raw_nodes, wall, now, self.classify(raw_jobs, now)
 
     def snapshot(self) -> ClusterSnapshot:
         """The cluster for a forecast (`backends.base.SnapshotSource`), read without changing it.
@@ -175,7 +175,7 @@ class SlurmBackend:
         duration is its own ``duration_s`` (the trace's, or its time limit),
         and jobs whose trace submit time is still to come are ``arrivals``.
         """
-        from rackwise.forecast.snapshot import from_view
+        from rackwise.engine.snapshot import from_view
 
         raw_jobs, raw_nodes, wall, now, managed = self._read()
         observed = self._build(managed, raw_jobs, raw_nodes, wall, now)
@@ -183,7 +183,8 @@ class SlurmBackend:
         return from_view(observed.view, now, source=self.name, arrivals=waiting,
                          node_names=self.node_names, taken_wall_s=wall)
 
-    def _classify(self, raw_jobs: list[dict[str, Any]], now: float) -> dict[str, _Managed]:
+    def classify(self, raw_jobs: list[dict[str, Any]], now: float) -> dict[str, _Managed]:
+        """The jobs this backend manages among ``raw_jobs`` (tagged by rackwise), one per trace job."""
         chosen: dict[str, _Managed] = {}
         for raw in sorted(raw_jobs, key=lambda j: int(j.get("job_id", 0))):
             tags = decode_tags(raw.get("comment"))

@@ -122,7 +122,9 @@ def expand_hostlist(hostlist: str) -> list[str] | None:
 
 def split_top_level(text: str) -> list[str]:
     """Split on commas outside brackets and parentheses."""
-    parts, depth, current = [], 0, []
+    parts: list[str] = []
+    current: list[str] = []
+    depth = 0
     for char in text:
         if char in "[(":
             depth += 1

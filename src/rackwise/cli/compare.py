@@ -77,7 +77,8 @@ def compare(
     gpu_type: options.GpuType = "v100",
     perf: options.Perf = "ideal",
     perf_param: options.PerfParam = None,
-    baseline: Annotated[str | None, typer.Option(help="Policy the others are relative to (default: the first).")] = None,
+    baseline: Annotated[str | None, typer.Option(
+        help="Policy the others are relative to (default: the first).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of every random choice in the runs.")] = 0,
     out: Annotated[Path | None, typer.Option(help="Results folder (default results/compare-TRACE-sSEED).")] = None,
     jobs: Annotated[int, typer.Option(help="Policies simulated at once, in local processes.")] = 2,

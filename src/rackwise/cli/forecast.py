@@ -11,7 +11,7 @@ import json
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -25,28 +25,37 @@ from rackwise.errors import InputError
 def forecast(
     backend: Annotated[str | None, typer.Option(help="Read a live cluster: slurm or kubernetes.")] = None,
     snapshot: Annotated[Path | None, typer.Option(help="Or a snapshot file (JSON).")] = None,
-    policy: Annotated[str | None, typer.Option(help="Policy to forecast under (default: the snapshot's own, with its live state; fifo for a backend).")] = None,
-    param: Annotated[list[str] | None, typer.Option("--param", "-p", help="Policy parameter key=value (repeatable).")] = None,
-    samples: Annotated[int, typer.Option(help="Forward runs with sampled durations for a p10/p50/p90 band (0: point forecast only).")] = 0,
+    policy: Annotated[str | None, typer.Option(
+        help="Policy to forecast under (default: the snapshot's own, with its live state; "
+             "fifo for a backend).")] = None,
+    param: Annotated[list[str] | None, typer.Option(
+        "--param", "-p", help="Policy parameter key=value (repeatable).")] = None,
+    samples: Annotated[int, typer.Option(
+        help="Forward runs with sampled durations for a p10/p50/p90 band (0: point forecast only).")] = 0,
     seed: Annotated[int, typer.Option(help="Seed of the samples and of a fresh policy.")] = 0,
     workers: Annotated[int | None, typer.Option(help="Local processes for the samples (default: all cores).")] = None,
     ray: Annotated[bool, typer.Option("--ray", help="Run the samples on Ray (needs ray importable).")] = False,
-    arrivals: Annotated[bool, typer.Option(help="Draw further arrivals from the snapshot's fitted arrival model.")] = False,
+    arrivals: Annotated[bool, typer.Option(
+        help="Draw further arrivals from the snapshot's fitted arrival model.")] = False,
     horizon_h: Annotated[float, typer.Option(help="With --arrivals: draw arrivals over this many hours.")] = 24.0,
-    fresh_policy: Annotated[bool, typer.Option(help="Ignore the snapshot's live policy state; start the policy anew.")] = False,
-    max_age_s: Annotated[float | None, typer.Option(help="Refuse a snapshot older than this (real-cluster snapshots).")] = None,
+    fresh_policy: Annotated[bool, typer.Option(
+        help="Ignore the snapshot's live policy state; start the policy anew.")] = False,
+    max_age_s: Annotated[float | None, typer.Option(
+        help="Refuse a snapshot older than this (real-cluster snapshots).")] = None,
     partition: Annotated[str | None, typer.Option(help="slurm: partition to read.")] = None,
-    cluster: Annotated[Path | None, typer.Option(help="slurm: cluster spec matching the partition's GPU nodes.")] = None,
+    cluster: Annotated[Path | None, typer.Option(
+        help="slurm: cluster spec matching the partition's GPU nodes.")] = None,
     namespace: Annotated[str | None, typer.Option(help="kubernetes: namespace of rackwise's pods.")] = None,
-    save_snapshot: Annotated[Path | None, typer.Option(help="Also write the snapshot read from the backend here.")] = None,
+    save_snapshot: Annotated[Path | None, typer.Option(
+        help="Also write the snapshot read from the backend here.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
     limit: Annotated[int, typer.Option(help="Rows of the table (0: all).")] = 50,
 ) -> None:
     """Forecast each pending job's start, finish and GPUs by simulating on from now."""
     console = Console()
     with reported():
+        from rackwise.engine import snapshot as snapshots
         from rackwise.forecast import live
-        from rackwise.forecast import snapshot as snapshots
         from rackwise.forecast.band import arrival_model_of, forecast_with_band
         from rackwise.forecast.output import forecast_dict
 
@@ -83,7 +92,7 @@ def _h(now: float, value: float | None) -> str:
     return "never" if value is None else f"{(value - now) / 3600:+,.2f} h"
 
 
-def print_table(console: Console, data: dict, limit: int) -> None:  # type: ignore[type-arg]
+def print_table(console: Console, data: dict[str, Any], limit: int) -> None:
     now = data["taken_at_s"]
     banded = data["n_samples"] > 0
     table = Table(title=f"{data['policy']} on {data['cluster']}: forecast at t={now / 3600:,.2f} h "

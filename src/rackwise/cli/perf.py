@@ -100,7 +100,8 @@ def _ms(seconds: float) -> str:
 
 @app.command("explain")
 def explain(
-    model: Annotated[str, typer.Option(help="Model name or alias: resnet50, transformer, lm, bert-large, gpt2, gpt3 ...")],
+    model: Annotated[str, typer.Option(
+        help="Model name or alias: resnet50, transformer, lm, bert-large, gpt2, gpt3 ...")],
     gpus: Annotated[int, typer.Option(help="GPUs the job uses.")] = 8,
     tensor: Annotated[int, typer.Option(help="Tensor-parallel degree (GPUs per tensor group).")] = 1,
     pipeline: Annotated[int, typer.Option(help="Pipeline stages.")] = 1,
@@ -149,10 +150,11 @@ def explain(
         from rackwise.perf.throughput import default_table
 
         measured = default_table()
-        for label, flag in (("table, consolidated", True), ("table, unconsolidated", False)):
-            value = measured.measured(spec.name, gpus, gpu_type.lower(), consolidated=flag)
-            if value is not None:
-                table.add_row(label, f"{value:,.3f} steps/s")
+        variants: list[tuple[str, bool]] = [("table, consolidated", True), ("table, unconsolidated", False)]
+        for row, consolidated in variants:
+            steps = measured.measured(spec.name, gpus, gpu_type.lower(), consolidated=consolidated)
+            if steps is not None:
+                table.add_row(row, f"{steps:,.3f} steps/s")
     Console().print(table)
 
 

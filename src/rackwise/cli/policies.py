@@ -33,7 +33,7 @@ def list_policies(
         table.add_column("default")
         for f in fields(cls):
             if f.init:
-                default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[misc]
+                default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[operator]
                 table.add_row(f.name, repr(default))
         console.print(table)
         console.print((cls.__doc__ or "").strip())

@@ -14,10 +14,12 @@ from rackwise.experiments.reproduce import reproduce as run_reproduction
 
 
 def reproduce(
-    quick: Annotated[bool, typer.Option(help="One seed and 150 jobs per workload: a check in a minute, not the published figures.")] = False,
+    quick: Annotated[bool, typer.Option(
+        help="One seed and 150 jobs per workload: a check in a minute, not the published figures.")] = False,
     experiment: Annotated[Path, typer.Option(help="The experiment to run.")] = Path("experiments/all.yaml"),
     out: Annotated[Path | None, typer.Option(help="Sweep results folder (default results/reproduce[-quick]).")] = None,
-    docs: Annotated[Path | None, typer.Option(help="Where results.md and figures/ go (default docs, or the results folder with --quick).")] = None,
+    docs: Annotated[Path | None, typer.Option(
+        help="Where results.md and figures/ go (default docs, or the results folder with --quick).")] = None,
     jobs: Annotated[int, typer.Option(help="Cells run at once, in local processes.")] = 2,
 ) -> None:
     """Run experiments/all.yaml and write docs/results.md and docs/figures/.

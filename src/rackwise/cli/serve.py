@@ -26,32 +26,49 @@ from rackwise.errors import InputError
 
 
 def serve(
-    backend: Annotated[str, typer.Option(help="slurm, kubernetes, or fake (an in-process simulated cluster).")] = "slurm",
+    backend: Annotated[str, typer.Option(
+        help="slurm, kubernetes, or fake (an in-process simulated cluster).")] = "slurm",
     policy: Annotated[str, typer.Option(help="Scheduling policy (see `rackwise policies`).")] = "fifo",
-    param: Annotated[list[str] | None, typer.Option("--param", "-p", help="Policy parameter key=value (repeatable).")] = None,
-    cluster: Annotated[Path | None, typer.Option(help="Cluster spec (YAML/TOML); for slurm it must list the partition's GPU nodes in name order. Default for slurm: read from Slurm.")] = None,
+    param: Annotated[list[str] | None, typer.Option(
+        "--param", "-p", help="Policy parameter key=value (repeatable).")] = None,
+    cluster: Annotated[Path | None, typer.Option(
+        help=("Cluster spec (YAML/TOML); for slurm it must list the partition's GPU nodes in name order. Default "
+              "for slurm: read from Slurm."))] = None,
     partition: Annotated[str | None, typer.Option(help="Slurm partition to schedule (default: all nodes).")] = None,
     poll_s: Annotated[float, typer.Option(help="Real seconds between reads of the cluster's state.")] = 1.0,
-    time_scale: Annotated[float, typer.Option(help="Workload seconds per real second for a submitted trace (3600: a trace hour per second).")] = 3600.0,
-    submit_trace: Annotated[str | None, typer.Option(help="Submit this shipped trace's jobs (held) before serving.")] = None,
+    time_scale: Annotated[float, typer.Option(
+        help="Workload seconds per real second for a submitted trace (3600: a trace hour per second).")] = 3600.0,
+    submit_trace: Annotated[str | None, typer.Option(
+        help="Submit this shipped trace's jobs (held) before serving.")] = None,
     trace_file: Annotated[Path | None, typer.Option(help="Or submit jobs from this trace file (csv).")] = None,
     first_n: Annotated[int | None, typer.Option(help="Submit only the first N jobs of the trace.")] = None,
-    start_s: Annotated[float | None, typer.Option(help="Submit jobs from this trace second on (the window is shifted to start at 0).")] = None,
+    start_s: Annotated[float | None, typer.Option(
+        help="Submit jobs from this trace second on (the window is shifted to start at 0).")] = None,
     end_s: Annotated[float | None, typer.Option(help="Submit jobs before this trace second.")] = None,
     max_gpus: Annotated[int | None, typer.Option(help="Leave out jobs asking for more GPUs than this.")] = None,
-    output_dir: Annotated[Path | None, typer.Option(help="Folder for the replayed jobs' Slurm output (must be visible to the nodes).")] = None,
+    output_dir: Annotated[Path | None, typer.Option(
+        help="Folder for the replayed jobs' Slurm output (must be visible to the nodes).")] = None,
     submit_only: Annotated[bool, typer.Option(help="Submit the trace and exit without serving.")] = False,
-    exit_when_idle: Annotated[bool, typer.Option(help="Stop once no managed job is pending, running or to arrive.")] = False,
-    metrics_port: Annotated[int | None, typer.Option(help="Serve Prometheus metrics on this port (needs the serve extra).")] = None,
+    exit_when_idle: Annotated[bool, typer.Option(
+        help="Stop once no managed job is pending, running or to arrive.")] = False,
+    metrics_port: Annotated[int | None, typer.Option(
+        help="Serve Prometheus metrics on this port (needs the serve extra).")] = None,
     metrics_addr: Annotated[str, typer.Option(help="Address for the metrics endpoint.")] = "127.0.0.1",
-    forecast_port: Annotated[int | None, typer.Option(help="Serve GET /forecast (JSON) on this port, on --metrics-addr; with --metrics-port also forecast gauges.")] = None,
+    forecast_port: Annotated[int | None, typer.Option(
+        help=("Serve GET /forecast (JSON) on this port, on --metrics-addr; with --metrics-port also forecast "
+              "gauges."))] = None,
     forecast_every_s: Annotated[float, typer.Option(help="Wall seconds between forecasts for --forecast-port.")] = 30.0,
-    decision_log: Annotated[Path | None, typer.Option(help="Append every decision as a JSON line to this file.")] = None,
+    decision_log: Annotated[Path | None, typer.Option(
+        help="Append every decision as a JSON line to this file.")] = None,
     records_out: Annotated[Path | None, typer.Option(help="Write finished jobs' records (CSV) here on exit.")] = None,
-    kubeconfig: Annotated[Path | None, typer.Option(help="kubernetes: kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster).")] = None,
-    scheduler_name: Annotated[str, typer.Option(help="kubernetes: schedule pods with this spec.schedulerName.")] = "rackwise",
-    namespace: Annotated[str | None, typer.Option(help="kubernetes: only schedule pods of this namespace (default: all).")] = None,
-    rack_label: Annotated[str, typer.Option(help="kubernetes: node label naming each node's rack.")] = "topology.kubernetes.io/zone",
+    kubeconfig: Annotated[Path | None, typer.Option(
+        help="kubernetes: kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster).")] = None,
+    scheduler_name: Annotated[str, typer.Option(
+        help="kubernetes: schedule pods with this spec.schedulerName.")] = "rackwise",
+    namespace: Annotated[str | None, typer.Option(
+        help="kubernetes: only schedule pods of this namespace (default: all).")] = None,
+    rack_label: Annotated[str, typer.Option(
+        help="kubernetes: node label naming each node's rack.")] = "topology.kubernetes.io/zone",
     nodes: Annotated[int, typer.Option(help="fake backend: nodes of a homogeneous cluster.")] = 4,
     gpus_per_node: Annotated[int, typer.Option(help="fake backend: GPUs per node.")] = 4,
     nodes_per_rack: Annotated[int, typer.Option(help="fake backend: nodes per rack.")] = 2,

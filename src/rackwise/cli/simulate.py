@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from rackwise.cli import options
@@ -24,7 +24,7 @@ class _LazyProgress:
         self.console = console
         self.started = time.perf_counter()
         self.progress: Progress | None = None
-        self.task = 0
+        self.task = TaskID(0)
 
     def __call__(self, done: int, total: int) -> None:
         if self.progress is None:
@@ -81,7 +81,8 @@ def simulate(
     first_n: options.FirstN = None,
     skip_oversized: options.SkipOversized = False,
     policy: Annotated[str, typer.Option(help="Scheduling policy (see `rackwise policies`).")] = "fifo",
-    param: Annotated[list[str] | None, typer.Option("--param", "-p", help="Policy parameter key=value (repeatable).")] = None,
+    param: Annotated[list[str] | None, typer.Option(
+        "--param", "-p", help="Policy parameter key=value (repeatable).")] = None,
     cluster: options.Cluster = None,
     nodes: options.Nodes = 64,
     gpus_per_node: options.GpusPerNode = 8,
@@ -92,8 +93,10 @@ def simulate(
     seed: Annotated[int, typer.Option(help="Seed of every random choice in the run.")] = 0,
     out: Annotated[Path | None, typer.Option(help="Results folder (default results/TRACE-POLICY-sSEED).")] = None,
     table_format: Annotated[str, typer.Option("--table-format", help="parquet or csv.")] = "parquet",
-    forecast_at: Annotated[list[float] | None, typer.Option(help="Forecast at this second (repeatable); writes forecast.parquet, forecast beside outcome.")] = None,
-    forecast_samples: Annotated[int, typer.Option(help="With --forecast-at: sampled runs per forecast for the p10-p90 band.")] = 0,
+    forecast_at: Annotated[list[float] | None, typer.Option(
+        help="Forecast at this second (repeatable); writes forecast.parquet, forecast beside outcome.")] = None,
+    forecast_samples: Annotated[int, typer.Option(
+        help="With --forecast-at: sampled runs per forecast for the p10-p90 band.")] = 0,
 ) -> None:
     """Simulate POLICY on a trace and a cluster; print a summary and write a results folder.
 

@@ -37,7 +37,8 @@ def sweep(
     out: Annotated[Path | None, typer.Option(help="Results folder (default results/sweep-NAME).")] = None,
     jobs: Annotated[int, typer.Option(help="Cells run at once (local processes, or CPUs of a private Ray).")] = 2,
     ray: Annotated[bool, typer.Option("--ray", help="Run on a private local Ray instance.")] = False,
-    ray_address: Annotated[str | None, typer.Option(help="Run on the Ray cluster at this address (auto, HOST:PORT).")] = None,
+    ray_address: Annotated[str | None, typer.Option(
+        help="Run on the Ray cluster at this address (auto, HOST:PORT).")] = None,
     fresh: Annotated[bool, typer.Option(help="Run every cell again, ignoring finished ones.")] = False,
 ) -> None:
     """Run every cell of an EXPERIMENT grid and gather one Parquet table.

@@ -12,7 +12,8 @@ from rackwise.cli.errors import reported
 
 
 def train_marl(
-    out: Annotated[Path, typer.Option(help="Folder for marl.pt, marl.json and the training curve.")] = Path("results/marl"),
+    out: Annotated[Path, typer.Option(
+        help="Folder for marl.pt, marl.json and the training curve.")] = Path("results/marl"),
     updates: Annotated[int, typer.Option(help="PPO updates.")] = 40,
     episodes_per_update: Annotated[int, typer.Option(help="Episodes rolled out per update.")] = 4,
     n_jobs: Annotated[int, typer.Option(help="Jobs per episode.")] = 200,
@@ -21,7 +22,9 @@ def train_marl(
     nodes: Annotated[int, typer.Option(help="Servers of the training cluster.")] = 16,
     gpus_per_node: Annotated[int, typer.Option(help="GPUs per server.")] = 8,
     nodes_per_rack: Annotated[int, typer.Option(help="Servers per rack.")] = 4,
-    sources: Annotated[str, typer.Option(help="Comma-separated episode sources: a trace name (its training windows) or synthetic:TRACE.")] = "philly_2017,synthetic:philly_2017,itp_2021,synthetic:itp_2021",
+    sources: Annotated[str, typer.Option(
+        help="Comma-separated episode sources: a trace name (its training windows) or synthetic:TRACE.")
+    ] = "philly_2017,synthetic:philly_2017,itp_2021,synthetic:itp_2021",
     bc_episodes: Annotated[int, typer.Option(help="Teacher episodes for the warm start (0: none).")] = 8,
     interference_samples: Annotated[int, typer.Option(help="Co-location samples for the interference model.")] = 6000,
     seed: Annotated[int, typer.Option(help="Seed of the whole run.")] = 0,

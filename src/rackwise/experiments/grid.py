@@ -59,7 +59,8 @@ class Cell:
 
 
 @cache
-def _file_digest(path: Path) -> str:
+def file_digest(path: Path) -> str:
+    """A short content hash of a file a config names (cached per process)."""
     try:
         return "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()[:16]
     except OSError:
@@ -73,7 +74,7 @@ def cell_identity(config: RunConfig) -> dict[str, Any]:
         for name in names:
             value = getattr(getattr(config, section), name)
             if value is not None:
-                data[section][name] = _file_digest(Path(value).resolve())
+                data[section][name] = file_digest(Path(value).resolve())
     return data
 
 

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rackwise.engine.snapshot import ClusterSnapshot
 from rackwise.errors import InputError, MissingExtraError
 from rackwise.forecast.durations import ratios_for, sample_total_s
 from rackwise.forecast.forward import Forecast, done_s, forecast_ids, forward, start_finish_s
-from rackwise.forecast.snapshot import ClusterSnapshot
 from rackwise.workload.job import Job
 from rackwise.workload.synthetic import WorkloadModel
 
@@ -218,7 +218,7 @@ def summarize(job_ids: Sequence[str], samples: Sequence[np.ndarray]) -> list[Job
     if not job_ids:
         return []
     cuts = np.percentile(np.stack(samples), QUANTILES, axis=0, method="inverted_cdf")  # (q, job, 2)
-    return [JobBand(job_ids[j], tuple(cuts[:, j, 0].tolist()), tuple(cuts[:, j, 1].tolist()))  # type: ignore[arg-type]
+    return [JobBand(job_ids[j], tuple(cuts[:, j, 0].tolist()), tuple(cuts[:, j, 1].tolist()))
             for j in sorted(range(len(job_ids)), key=job_ids.__getitem__)]
 
 

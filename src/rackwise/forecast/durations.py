@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rackwise.forecast.snapshot import DEFAULT_ERROR_CORRELATION
+from rackwise.engine.snapshot import DEFAULT_ERROR_CORRELATION
 from rackwise.policies.parts.predictor import IterationPredictor
 from rackwise.workload.job import Job
 

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from rackwise.backends.base import policy_rng
 from rackwise.cluster.view import ClusterView
+from rackwise.engine.seeding import policy_rng
+from rackwise.engine.snapshot import ClusterSnapshot, copy_state
 from rackwise.errors import InputError, InvalidDecisionError
-from rackwise.forecast.snapshot import ClusterSnapshot, copy_state
 from rackwise.perf.base import PerfModel
 from rackwise.policies.base import Decisions, Policy, PolicyWrapper
 from rackwise.sim.engine import MAX_IDLE_STEPS, Simulator

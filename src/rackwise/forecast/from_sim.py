@@ -14,14 +14,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from rackwise.forecast.durations import fit_durations
-from rackwise.forecast.snapshot import (
+from rackwise.engine.snapshot import (
     DEFAULT_ERROR_CORRELATION,
     ClusterSnapshot,
     copy_state,
     pickle_policy,
     validate,
 )
+from rackwise.forecast.durations import fit_durations
 from rackwise.perf.base import IdealPerf
 from rackwise.sim.engine import Simulator
 from rackwise.workload.job import Job

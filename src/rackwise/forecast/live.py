@@ -6,8 +6,8 @@ import time
 from pathlib import Path
 
 from rackwise.backends.base import BackendError, snapshot_of_backend
+from rackwise.engine.snapshot import ClusterSnapshot
 from rackwise.errors import InputError, MissingExtraError
-from rackwise.forecast.snapshot import ClusterSnapshot
 
 BACKENDS = ("slurm", "kubernetes")
 
@@ -36,7 +36,7 @@ def snapshot_from_backend(name: str, *, partition: str | None = None,
         else:
             raise InputError(f"unknown backend '{name}'; known: {', '.join(BACKENDS)}",
                              field="--backend")
-        snapshot = snapshot_of_backend(backend)  # type: ignore[arg-type]
+        snapshot = snapshot_of_backend(backend)
     except (BackendError, OSError, MissingExtraError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InputError(f"cannot read the {name} cluster: {first}", field="--backend") from None

@@ -6,9 +6,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from rackwise.engine.snapshot import ClusterSnapshot
 from rackwise.forecast.band import JobBand
 from rackwise.forecast.forward import Forecast
-from rackwise.forecast.snapshot import ClusterSnapshot
 
 
 def _num(value: float | None) -> float | None:

@@ -18,10 +18,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from rackwise.backends.base import Outcome, Snapshot
+from rackwise.engine.snapshot import from_view
 from rackwise.errors import RackwiseError
 from rackwise.forecast.forward import forward
 from rackwise.forecast.output import forecast_dict
-from rackwise.forecast.snapshot import from_view
 from rackwise.policies.base import Decisions
 
 

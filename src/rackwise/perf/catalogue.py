@@ -152,7 +152,7 @@ def resolve_model(name: str, batch_size: int | None = None) -> ModelSpec:
     return CATALOGUE[full]
 
 
-def assign_models(n_gpus: Sequence[int], draws: Sequence[float],
+def assign_models(n_gpus: Sequence[int], draws: Sequence[float] | np.ndarray,
                   large_frac_by_size: Sequence[tuple[int, float]]) -> list[str]:
     """Pick a model per job from one uniform draw each, conditioned on its GPU count.
 
@@ -189,7 +189,7 @@ def assign_models(n_gpus: Sequence[int], draws: Sequence[float],
             picked[big] = _pick(allowed, mine[big] / frac)
         picked[~big] = _pick(multi, (mine[~big] - frac) / (1.0 - frac))
         names[at] = picked
-    return names.tolist()  # type: ignore[no-any-return]
+    return [str(name) for name in names]
 
 
 def _pick(names: list[str], u: np.ndarray) -> np.ndarray:

@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, fields
 from operator import attrgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeGuard
 
 import numpy as np
 
@@ -70,7 +70,7 @@ INF = float("inf")
 _NO_COMM = (0.0, 0.0)  # comm_pair of a placement that communicates nothing
 
 
-def _is_mixed(par: Parallelism | None, n_gpus: int) -> bool:
+def _is_mixed(par: Parallelism | None, n_gpus: int) -> TypeGuard[Parallelism]:
     """A job priced on its worker mapping: tensor or pipeline parallel over all its GPUs."""
     return par is not None and par.n_gpus == n_gpus and (par.tensor > 1 or par.pipeline > 1)
 
@@ -586,13 +586,13 @@ class NetworkPerf:
             key = (job.model, job.gradient_bytes, gpu_type)
             compute = self._one_gpu_compute.get(key)
             if compute is None and job.model in CATALOGUE:
-                spec = CATALOGUE[job.model]
+                one_spec = CATALOGUE[job.model]
                 compute = self._one_gpu_compute[key] = self._compute_s(
-                    spec, 1, gpu_type, job.gradient_bytes or spec.gradient_bytes)
+                    one_spec, 1, gpu_type, job.gradient_bytes or one_spec.gradient_bytes)
             if compute is not None:
                 # One GPU: nothing to communicate (most jobs of real traces take this path).
                 placed.level, placed.gpu_type = Level.NODE, gpu_type
-                placed.model, placed.ideal_rate = job.model, 0.0
+                placed.model, placed.ideal_rate = job.model or "", 0.0
                 placed.compute_s = compute
                 placed.dyn_bits = placed.ref_comm_s = placed.static_comm_s = 0.0
                 placed.comm_pair = _NO_COMM

@@ -147,9 +147,9 @@ class Asrpt(BasePolicy):
         self.prediction_log_.append(PredictionRecord(job_id, predicted, job.total_iters, source))
         unit = self.unit_.pop(job_id)
         features = self.features_.pop(job_id, None)
-        if features is not None and self.predictor_.observe(features, job.total_iters * unit):
-            if self.repredict_waiting:
-                self._repredict()
+        refit = features is not None and self.predictor_.observe(features, job.total_iters * unit)
+        if refit and self.repredict_waiting:
+            self._repredict()
 
     def _repredict(self) -> None:
         """New forest: new predictions for jobs that have not started yet."""
@@ -191,9 +191,9 @@ class Asrpt(BasePolicy):
         for _, state in eligible:  # backfill, in key order
             if state.job_id in started:
                 continue
-            if free.n_free < state.n_gpus or not self._try_start(state, free, starts, now):
-                if self.strict_order or free.n_free == 0:
-                    break
+            started_now = free.n_free >= state.n_gpus and self._try_start(state, free, starts, now)
+            if not started_now and (self.strict_order or free.n_free == 0):
+                break
         return Decisions(start=tuple(starts), preempt=tuple(preempted),
                          wake_at=self._wake_at(view, now, len(starts) - len(preempted)))
 

@@ -12,14 +12,14 @@ the rest. The choices the digest leaves open are parameters ([R]):
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, Literal
 
 import numpy as np
 
 from rackwise.cluster.view import ClusterView
 from rackwise.errors import InputError
-from rackwise.policies.base import BasePolicy, Decisions, Start
+from rackwise.policies.base import BasePolicy, Capabilities, Decisions, Start
 from rackwise.policies.parts import lp, space_sharing
 from rackwise.policies.parts.heterogeneity import (
     RoundClock,
@@ -74,7 +74,7 @@ class Gavel(BasePolicy):
     preempts: ClassVar[bool] = True
     objective: Objective = "max_min_fairness"
     heterogeneity_aware: bool = True
-    round_s: float = 360.0  # type: ignore[misc]  # a parameter here, a ClassVar on the base
+    round_s: float = 360.0
     min_reset_interval_s: float = 1920.0
     second_stage: bool = True
     span_types: bool = True
@@ -86,6 +86,10 @@ class Gavel(BasePolicy):
         if self.space_sharing and self.objective != "max_min_fairness":
             raise InputError(f"space sharing works with objective max_min_fairness, not "
                              f"{self.objective}", field="space_sharing")
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return replace(super().capabilities, round_s=self.round_s, shares_gpus=self.space_sharing)
 
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
@@ -243,7 +247,7 @@ class Gavel(BasePolicy):
         partner: dict[int, int] = {}  # index -> the index it shares GPUs with this round
         if in_x:
             # One row per job in X, then one per pair in Y (space sharing).
-            rows = [(i,) for i in in_x]
+            rows: list[tuple[int, ...]] = [(i,) for i in in_x]
             x = np.vstack([self.alloc_[active[i].job_id] for i in in_x])
             times = np.vstack([self.job_time_[active[i].job_id] for i in in_x])
             deficit = np.vstack([self.deficit_[active[i].job_id] for i in in_x])
@@ -315,9 +319,9 @@ class Gavel(BasePolicy):
                                       or active[other].job_id in self.ran_on_):
                 # Its partner holds (or was just given) the GPUs: share them.
                 host = active[other]
-                gpus = host.gpu_ids if host.job_id in keep else next(
+                shared = host.gpu_ids if host.job_id in keep else next(
                     s.gpu_ids for s in starts if s.job_id == host.job_id)
-                starts.append(Start(state.job_id, gpus, beside=host.job_id))
+                starts.append(Start(state.job_id, shared, beside=host.job_id))
                 continue
             gpus = place_on_type(free, self.rates_.nodes[types[j]], state.job.n_gpus)
             if gpus is None:  # cannot happen: counts were checked per type
@@ -330,10 +334,10 @@ class Gavel(BasePolicy):
                 preempt.remove(state.job_id)  # its GPUs are still free: keep it running
                 free.take(state.gpu_ids)
                 continue
-            gpus = consolidated(free, state.job.n_gpus, self.rng_)
-            if gpus is not None:
-                free.take(gpus)
-                starts.append(Start(state.job_id, gpus))
+            spread = consolidated(free, state.job.n_gpus, self.rng_)
+            if spread is not None:
+                free.take(spread)
+                starts.append(Start(state.job_id, spread))
         return Decisions(start=tuple(starts), preempt=tuple(preempt))
 
     @staticmethod

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import ClassVar, Literal
 
 import numpy as np
 
 from rackwise.cluster.view import ClusterView
-from rackwise.policies.base import BasePolicy, Decisions, Start
+from rackwise.policies.base import BasePolicy, Capabilities, Decisions, Start
 from rackwise.policies.parts.heterogeneity import (
     RoundClock,
     TypeThroughputs,
@@ -95,7 +95,7 @@ class Hadar(BasePolicy):
 
     name: ClassVar[str] = "hadar"
     preempts: ClassVar[bool] = True
-    round_s: float = 360.0  # type: ignore[misc]  # a parameter here, a ClassVar on the base
+    round_s: float = 360.0
     progress_model: Literal["bottleneck", "additive"] = "bottleneck"
     spread_factor: float = 0.8
     horizon_slots: int = 4
@@ -106,13 +106,17 @@ class Hadar(BasePolicy):
     order: Literal["arrival", "utility_density"] = "arrival"
     backfill: bool = True
 
+    @property
+    def capabilities(self) -> Capabilities:
+        return replace(super().capabilities, round_s=self.round_s)
+
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
         self.rates_ = TypeThroughputs(view.topology, extrapolate=True)
         self.clock_ = RoundClock(self.round_s)
         topology = view.topology
         types = self.rates_.types
-        self.node_type_ = np.array([types.index(n.gpu_type) for n in topology.nodes])
+        self.node_type_ = [types.index(n.gpu_type) for n in topology.nodes]
         self.type_nodes_ = [self.rates_.nodes[t] for t in types]
         self.min_nodes_: dict[tuple[int, int], int] = {}
         self.d_min_: dict[str, int] = {}
@@ -184,7 +188,7 @@ class Hadar(BasePolicy):
             n_gpus = state.job.n_gpus
             # A slot without n_gpus free GPUs of the usable types offers nothing (the
             # search would find no option), and a job offered nothing gets no plan.
-            rows = [self._options(book, t, rates, n_gpus, types)
+            rows = [self.slot_options(book, t, rates, n_gpus, types)
                     if book.free_in(t, types.usable) >= n_gpus else [] for t in range(book.horizon)]
             if not any(rows):
                 continue
@@ -206,7 +210,7 @@ class Hadar(BasePolicy):
         """Utility of finishing in slot t of this round's plan (slot 0 is now)."""
         return self._f(elapsed + t + 1, gamma3)
 
-    def _options(self, book: PriceBook, slot: int, rates: np.ndarray, n_gpus: int,
+    def slot_options(self, book: PriceBook, slot: int, rates: np.ndarray, n_gpus: int,
                  types: JobTypes | None = None) -> list[Option]:
         """Non-dominated ways to hold the job's GPUs in one slot (§3.3, rules of §3.5).
 
@@ -226,7 +230,7 @@ class Hadar(BasePolicy):
         if options:
             return _non_dominated(options)
         # No single type has room: mix types (the task-level freedom).
-        for r, allowed in zip(types.usable, types.at_least):
+        for _, allowed in zip(types.usable, types.at_least):
             if book.free_in(slot, allowed) < n_gpus:
                 continue
             picked = cheapest_gpus(book, slot, book.with_free(slot, allowed), n_gpus)

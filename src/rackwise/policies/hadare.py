@@ -8,7 +8,7 @@ boundary their models are averaged (weighted by the steps each made).
 
 In the simulator a forked job makes the sum of its copies' rates, less the
 share of each round spent averaging: ``(2 x model bytes / bandwidth +
-restart) / round`` (`fork_overhead_frac`, read by the engine; see
+restart) / round`` (`fork_overhead_frac`, in its capabilities for the engine; see
 `rackwise.perf.base.forked_rate`). Every copy holds the job's full GPU
 count, so a copy fits only a node with that many free GPUs ([R]; the
 digest also allows smaller copies).
@@ -16,12 +16,13 @@ digest also allows smaller copies).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numpy as np
 
 from rackwise.cluster.view import ClusterView
+from rackwise.policies.base import Capabilities
 from rackwise.policies.hadar import Hadar, Layout, used_book
 from rackwise.policies.parts.primal_dual import PriceBook
 from rackwise.workload.job import Job
@@ -53,8 +54,10 @@ def merge_models(params: np.ndarray, steps: np.ndarray) -> np.ndarray:
     """
     total = float(steps.sum())
     if total <= 0:
-        return params.mean(axis=0)
-    return (steps[:, None] * params).sum(axis=0) / total
+        mean: np.ndarray = params.mean(axis=0)
+        return mean
+    weighted: np.ndarray = (steps[:, None] * params).sum(axis=0) / total
+    return weighted
 
 
 @dataclass(kw_only=True)
@@ -75,8 +78,12 @@ class HadarE(Hadar):
     restart_s: float = 10.0
     default_model_bytes: float = 100e6
 
+    @property
+    def capabilities(self) -> Capabilities:
+        return replace(super().capabilities, forks=True, fork_overhead=self.fork_overhead_frac)
+
     def fork_overhead_frac(self, job: Job) -> float:
-        """Share of a forked job's wall time spent averaging its copies (engine hook)."""
+        """Share of a forked job's wall time spent averaging its copies."""
         sync_s = 2.0 * model_bytes(job, self.default_model_bytes) * 8.0 / (self.sync_bandwidth_gbps * 1e9)
         return min(1.0, (sync_s + self.restart_s) / self.round_s)
 
@@ -101,7 +108,7 @@ class HadarE(Hadar):
         if node is None:
             return False
         book.take(0, node, n)
-        layouts[state.job_id] = layout + (((node, n),),)
+        layouts[state.job_id] = (*layout, ((node, n),))
         return True
 
     def _copy_node(self, book: PriceBook, tiers: tuple[tuple[int, ...], ...], n_gpus: int,

@@ -46,7 +46,7 @@ class Marl(BasePolicy):
     """
 
     name: ClassVar[str] = "marl"
-    needs_extra: ClassVar[str] = "rl"
+    needs_extra: ClassVar[str | None] = "rl"
     checkpoint: str | None = None
     torch_threads: int = 1
 

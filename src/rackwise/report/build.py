@@ -291,7 +291,7 @@ def _bars_section(groups: Sequence[Group], estimates: dict[str, dict[str, Estima
         panels.append(plots.BarPanel(
             title=f"{title} ({unit}; {'lower' if lower else 'higher'} is better)",
             labels=[g.label for g in shown],
-            estimates=[estimates[g.label][key] for g in shown], scale=scale))
+            estimates=[e for g in shown if (e := estimates[g.label][key]) is not None], scale=scale))
     seeds = sorted({len(g.runs) for g in groups})
     if seeds == [1]:
         interval = "Each group ran with one seed, so no confidence interval is drawn."

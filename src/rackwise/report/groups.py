@@ -9,6 +9,7 @@ different experiments are never averaged together.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -83,7 +84,7 @@ def group_runs(runs: Sequence[Run]) -> list[Group]:
     groups = []
     for (policy, variant), members in sorted(buckets.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         members.sort(key=lambda r: (r.seed, r.name))
-        for a, b in zip(members, members[1:]):
+        for a, b in itertools.pairwise(members):
             if a.seed == b.seed:
                 raise InputError(f"two runs with the same configuration and seed {a.seed}: "
                                  f"'{a.name}' and '{b.name}'; remove one", source=b.name)

@@ -12,7 +12,7 @@ import base64
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from rackwise.errors import MissingExtraError
 
@@ -35,8 +35,8 @@ _DPI = 100
 _STYLES = ("-", "--", "-.", ":")
 # Cropped to what is drawn, so an outside legend of any width fits; a layout
 # engine would cost more time than the drawing itself.
-_TIGHT = {"bbox_inches": "tight", "pad_inches": 0.08}
-_RC = {"svg.hashsalt": "rackwise-report", "svg.fonttype": "path", "font.size": 10.0,
+_TIGHT: dict[str, Any] = {"bbox_inches": "tight", "pad_inches": 0.08}
+_RC: dict[Any, Any] = {"svg.hashsalt": "rackwise-report", "svg.fonttype": "path", "font.size": 10.0,
        "axes.spines.top": False, "axes.spines.right": False}
 
 

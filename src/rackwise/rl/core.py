@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -183,7 +184,7 @@ class SchedulingCore:
 
     def _predicted_extra_s(self, head: Job, server: int) -> float:
         """Interference seconds the model predicts placing ``head`` at ``server`` adds."""
-        pred = self.predictor
+        pred: Any = self.predictor  # an interference Predictor (torch is optional here)
         on_server = residents(self.placed(), self.index)[server]
         if not on_server:
             return 0.0
@@ -192,7 +193,7 @@ class SchedulingCore:
         a = model_index(head.model)
         others = [model_index(item.job.model) for item, _ in on_server]
         shares = [share for _, share in on_server]
-        own = pred.pair_terms([a] * len(others), others, shares).sum()  # type: ignore[attr-defined]
-        theirs = pred.pair_terms(others, [a] * len(others), [head_share] * len(others))  # type: ignore[attr-defined]
+        own = pred.pair_terms([a] * len(others), others, shares).sum()
+        theirs = pred.pair_terms(others, [a] * len(others), [head_share] * len(others))
         return float(own * head.duration_s + sum(
             t * item.remaining_s for t, (item, _) in zip(theirs.tolist(), on_server)))

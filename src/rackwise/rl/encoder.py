@@ -15,7 +15,7 @@ extension is needed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from rackwise.rl import require
 from rackwise.rl.features import (
@@ -51,7 +51,7 @@ def mlp(n_in: int, hidden: int, n_out: int) -> nn.Sequential:
     return nn.Sequential(nn.Linear(n_in, hidden), nn.ReLU(), nn.Linear(hidden, n_out))
 
 
-class _Siblings(nn.Module):  # type: ignore[misc]
+class _Siblings(nn.Module):
     """One round of sibling message passing: h <- LN(h + ReLU(W [h, mean of siblings]))."""
 
     def __init__(self, hidden: int) -> None:
@@ -67,7 +67,7 @@ class _Siblings(nn.Module):  # type: ignore[misc]
         return self.norm(h + torch.relu(self.update(torch.cat([h, message], dim=-1))))
 
 
-class HierarchicalEncoder(nn.Module):  # type: ignore[misc]
+class HierarchicalEncoder(nn.Module):
     """Embeddings of every GPU, server and rack, and of the whole datacenter.
 
     Args:
@@ -91,23 +91,24 @@ class HierarchicalEncoder(nn.Module):  # type: ignore[misc]
                 server_rack: torch.Tensor) -> dict[str, torch.Tensor]:
         n_servers, n_racks = obs["server"].shape[1], obs["rack"].shape[1]
         h = torch.relu(self.gpu_in(obs["gpu"]))
-        for layer in self.levels[0]:
+        gpu_rounds, server_rounds, rack_rounds = (cast(nn.ModuleList, level) for level in self.levels)
+        for layer in gpu_rounds:
             h = layer(h, gpu_server, n_servers)
         z_s = torch.relu(self.server_pool(torch.cat([
             scatter_mean(h, gpu_server, n_servers), scatter_max(h, gpu_server, n_servers),
             torch.relu(self.server_in(obs["server"]))], dim=-1)))
-        for layer in self.levels[1]:
+        for layer in server_rounds:
             z_s = layer(z_s, server_rack, n_racks)
         z_r = torch.relu(self.rack_pool(torch.cat([
             scatter_mean(z_s, server_rack, n_racks), scatter_max(z_s, server_rack, n_racks),
             torch.relu(self.rack_in(obs["rack"]))], dim=-1)))
-        for layer in self.levels[2]:
+        for layer in rack_rounds:
             z_r = layer(z_r, None, 1)
         z_dc = torch.relu(self.dc_pool(torch.cat([z_r.mean(dim=1), z_r.max(dim=1).values], dim=-1)))
         return {"gpu": h, "server": z_s, "rack": z_r, "dc": z_dc}
 
 
-class ActorCritic(nn.Module):  # type: ignore[misc]
+class ActorCritic(nn.Module):
     """Shared actor (server scores + wait) and a centralised critic, each with its own encoder.
 
     The actor sees the graph, its own queue head and per-server candidate

@@ -17,7 +17,7 @@ action is treated as waiting and counted in ``info["invalid"]``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,9 +36,13 @@ from rackwise.rl.features import (
 )
 from rackwise.workload.job import Job
 
-gym = require("gymnasium")
+if TYPE_CHECKING:
+    import gymnasium as gym
+    import pettingzoo as pz
+else:  # a one-line error naming the extra when it is missing
+    gym = require("gymnasium")
+    pz = require("pettingzoo")
 spaces = gym.spaces
-pz = require("pettingzoo")
 
 Workload = Sequence[Job] | Callable[[np.random.Generator], Sequence[Job]]
 HIGH = 4.0  # every feature is clipped to [0, HIGH]
@@ -116,7 +120,7 @@ def _reward(step: StepInfo) -> float:
     return -(step.cost_s + step.shaping_s) / 3600.0
 
 
-class PlacementEnv(_Episodes, gym.Env):  # type: ignore[misc]
+class PlacementEnv(_Episodes, gym.Env):
     """One scheduler placing the jobs of one queue (gymnasium API).
 
     Args:
@@ -128,7 +132,7 @@ class PlacementEnv(_Episodes, gym.Env):  # type: ignore[misc]
         predictor: An interference `Predictor` (candidate features and shaping), or None.
     """
 
-    metadata = {"render_modes": []}
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 (gymnasium declares it so)
 
     def __init__(self, topology: Topology | None = None, workload: Workload | None = None,
                  perf: PerfModel | None = None, *, shaping_coef: float = 0.5,
@@ -151,7 +155,7 @@ class PlacementEnv(_Episodes, gym.Env):  # type: ignore[misc]
                 self._info(core, step))
 
 
-class MultiPlacementEnv(_Episodes, pz.ParallelEnv):  # type: ignore[misc]
+class MultiPlacementEnv(_Episodes, pz.ParallelEnv):
     """Several schedulers sharing one cluster, each with its own job stream (PettingZoo parallel API).
 
     Every agent acts at every step: those whose queue head does not fit
@@ -159,7 +163,7 @@ class MultiPlacementEnv(_Episodes, pz.ParallelEnv):  # type: ignore[misc]
     All agents get the team reward. Arguments as `PlacementEnv`, plus ``n_agents``.
     """
 
-    metadata = {"render_modes": [], "name": "rackwise_placement_v0"}
+    metadata: dict[str, Any] = {"render_modes": [], "name": "rackwise_placement_v0"}  # noqa: RUF012
 
     def __init__(self, topology: Topology | None = None, workload: Workload | None = None,
                  perf: PerfModel | None = None, *, n_agents: int = 4, shaping_coef: float = 0.5,

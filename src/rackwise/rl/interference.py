@@ -76,7 +76,7 @@ def sample_colocations(n: int, rng: np.random.Generator, *, server_gpus: int = 8
     return Samples(target, neighbour, share, noisy, log_true)
 
 
-class InterferenceModel(nn.Module):  # type: ignore[misc]
+class InterferenceModel(nn.Module):
     """DeepSets regressor of log-slowdown (see the module docstring)."""
 
     def __init__(self, embed_dim: int = 8, hidden: int = 32) -> None:

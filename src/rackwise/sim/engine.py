@@ -20,11 +20,14 @@ import numpy as np
 from rackwise.cluster.allocation import Allocation
 from rackwise.cluster.topology import Topology
 from rackwise.cluster.view import ClusterView
-from rackwise.errors import InputError, InvalidDecisionError, RackwiseError
+from rackwise.engine.checks import EngineSupport, check_decisions
+from rackwise.engine.contract import Decisions, Policy
+from rackwise.engine.hooks import notify
+from rackwise.engine.seeding import run_generators
+from rackwise.errors import InputError, RackwiseError
 from rackwise.metrics.records import JobRecord, Timeline
 from rackwise.perf.base import IdealPerf, PerfModel, forked_rate
-from rackwise.policies.base import Decisions, Policy, Start
-from rackwise.sim.events import Event, EventKind
+from rackwise.sim.events import NO_PAYLOAD, CompletionKey, Event, EventKind
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState, Status
 
@@ -61,7 +64,7 @@ class Simulator:
     Args:
         topology: The cluster.
         jobs: The workload (any order; sorted by submit time, stably).
-        policy: Any `Policy`; it is reset at the start of `run`.
+        policy: Any `Policy`; it is reset by `start` (which `run` calls).
         perf: Performance model (default: `IdealPerf`, trace speeds).
         seed: Seeds every random choice of the run (policy and model).
         observers: Called as ``observer(simulator)`` after every step (tests
@@ -79,9 +82,8 @@ class Simulator:
         self.seed = seed
         self.observers = tuple(observers)
         self.on_progress = on_progress
-        perf_seed, policy_seed = np.random.SeedSequence(seed).spawn(2)
-        self._policy_rng = np.random.default_rng(policy_seed)
-        prepared = self.perf.prepare(list(jobs), topology, np.random.default_rng(perf_seed))
+        perf_rng, self._policy_rng = run_generators(seed)
+        prepared = self.perf.prepare(list(jobs), topology, perf_rng)
         self.jobs = sorted(prepared, key=lambda job: job.submit_time)
         _check_jobs(self.jobs, topology)
 
@@ -98,14 +100,20 @@ class Simulator:
         self._seq = itertools.count()
         self._next_arrival = 0
         self._timers: set[float] = set()
-        self._round_s: float | None = getattr(policy, "round_s", None)
-        # Policies that fork jobs say what share of a forked job's time goes to syncing copies.
-        self._fork_overhead = getattr(policy, "fork_overhead_frac", None)
+        capabilities = policy.capabilities
+        self._round_s = capabilities.round_s
+        self._fork_overhead = capabilities.fork_overhead
         # Optional: models that track communication say how much of each step it takes.
         self._comm_of = getattr(self.perf, "comm_per_iter_s", None)
         # Optional: models that price two jobs on the same GPUs (space sharing).
         self._sharing_factor = getattr(self.perf, "sharing_factor", None)
+        self._support = EngineSupport(
+            forking_refused=None,
+            sharing_refused=None if self._sharing_factor is not None else (
+                f"performance model {type(self.perf).__name__} has no paired throughputs "
+                f"(use the network model)"))
         self.n_steps = 0
+        self.started = False
 
     @classmethod
     def resume(cls, topology: Topology, *, now: float, running: Sequence[JobState],
@@ -128,6 +136,7 @@ class Simulator:
         (same-instant completions are handled in the order they were pushed).
         """
         sim = cls(topology, arrivals, policy, perf=perf, seed=seed)
+        sim.started = True
         sim.now = sim.view.now = now
         for owner, gpu_ids in (held_gpus or {}).items():
             sim.allocation.allocate(owner, gpu_ids)
@@ -147,19 +156,44 @@ class Simulator:
         wakes = sorted({t for t in timers if t > now} | ({now} if decide_now else set()))
         for wake_at in wakes:
             sim._timers.add(wake_at)
-            sim._push(wake_at, EventKind.TIMER, None)
+            sim._push(wake_at, EventKind.TIMER)
         if sim._round_s is not None:
             sim._push(next_round_s if next_round_s is not None else now + sim._round_s,
-                      EventKind.ROUND, None)
+                      EventKind.ROUND)
         return sim
 
     # ------------------------------------------------------------------ run
+    def start(self) -> None:
+        """Begin the run: reset the policy with the run's generator; then `step` it.
+
+        `run` calls this; call it yourself to drive a run step by step.
+        """
+        if self.started:
+            raise RackwiseError("this simulator's run has already started")
+        self.started = True
+        self.policy.reset(self.view, self._policy_rng)
+        if self._round_s is not None and self.jobs:
+            self._push(self.jobs[0].submit_time + self._round_s, EventKind.ROUND)
+
+    def hand_over(self, policy: Policy, rng: np.random.Generator) -> None:
+        """Let a fresh ``policy`` go on with this run from now, as after a driver's restart.
+
+        It is reset on the current view with ``rng`` and told of every running
+        and pending job as an arrival, as `rackwise.backends.base.serve` does
+        when it finds them. Its rounds, if any, must match the old policy's.
+        """
+        if policy.capabilities.round_s != self._round_s:
+            raise RackwiseError(f"policy '{policy.name}' has rounds of {policy.capabilities.round_s} s, "
+                                f"this run {self._round_s} s")
+        self.started = True
+        policy.reset(self.view, rng)
+        notify(policy, (), [s.job for s in (*self.running.values(), *self.pending.values())], self.now)
+        self.policy = policy
+
     def run(self) -> SimResult:
         """Run until every job has finished."""
         started = wallclock.perf_counter()
-        self.policy.reset(self.view, self._policy_rng)
-        if self._round_s is not None and self.jobs:
-            self._push(self.jobs[0].submit_time + self._round_s, EventKind.ROUND, None)
+        self.start()
         idle_steps = 0  # steps in a row with jobs queued on an idle cluster and no arrivals left
         while self.step():
             if self.running or not self.pending or self._next_arrival < len(self.jobs):
@@ -192,6 +226,8 @@ class Simulator:
 
         Returns False when there is nothing left to process.
         """
+        if not self.started:
+            raise RackwiseError("call start() before step(): the policy has not been reset")
         now = self.peek()
         if now == INF:
             return False
@@ -201,25 +237,27 @@ class Simulator:
         heap = self._heap
         policy = self.policy
         # Completions first: they free GPUs for everything else at this instant.
+        completed: list[Job] = []
         while heap and heap[0][0] <= now and heap[0][3] is EventKind.COMPLETION:
             _, _, _, _, payload = heapq.heappop(heap)
-            job_id, version = payload  # type: ignore[misc]
+            job_id, version = payload
             state = self.running.get(job_id)
             if state is not None and state.version == version:
                 self._finish(state, now, changed)
-                policy.on_completion(state.job, now)
+                completed.append(state.job)
         jobs = self.jobs
+        first = self._next_arrival
         while self._next_arrival < len(jobs) and jobs[self._next_arrival].submit_time <= now:
             job = jobs[self._next_arrival]
             self._next_arrival += 1
             self.pending[job.job_id] = JobState(job)
-            policy.on_arrival(job, now)
+        notify(policy, completed, jobs[first:self._next_arrival], now)
         while heap and heap[0][0] <= now:
             _, _, _, kind, _ = heapq.heappop(heap)
             if kind is EventKind.TIMER:
                 self._timers.discard(now)
             elif kind is EventKind.ROUND and self._round_s is not None and self._has_work():
-                self._push(now + self._round_s, EventKind.ROUND, None)
+                self._push(now + self._round_s, EventKind.ROUND)
 
         decisions = policy.schedule(self.view, now)
         self._apply(decisions, now, changed)
@@ -234,6 +272,13 @@ class Simulator:
         if self.on_progress is not None and self.n_steps % 2048 == 0:
             self.on_progress(len(self.records), len(self.jobs))
         return True
+
+    def advance_to(self, time: float) -> None:
+        """Move the clock to ``time``, before the next event (a driver loop that polls between events)."""
+        if not self.now <= time < self.peek():
+            raise RackwiseError(f"cannot move the clock from {self.now} to {time}: the next event "
+                                f"is at {self.peek()}")
+        self.now = self.view.now = time
 
     @property
     def n_waiting(self) -> int:
@@ -265,7 +310,7 @@ class Simulator:
         Same-instant completions are handled in this order, so a copy of the
         simulator (`resume`) needs it to go on exactly as this one does.
         """
-        live = sorted((event[2], event[4][0]) for event in self._heap  # type: ignore[index]
+        live = sorted((event[2], event[4][0]) for event in self._heap
                       if self._is_live(event) and event[3] is EventKind.COMPLETION)
         return tuple(job_id for _, job_id in live)
 
@@ -275,21 +320,13 @@ class Simulator:
 
     # -------------------------------------------------------------- decisions
     def _apply(self, decisions: Decisions, now: float, changed: set[str]) -> None:
+        if decisions.start or decisions.preempt or decisions.wake_at is not None:
+            check_decisions(self.view, decisions, self.policy.name, now, finished=self.finished,
+                            support=self._support)
         for job_id in decisions.preempt:
-            state = self.running.get(job_id)
-            if state is None:
-                self._reject(now, f"cannot preempt job {job_id}: it is not running")
-            self._preempt(state, now, changed)
+            self._preempt(self.running[job_id], now, changed)
         for start in decisions.start:
-            state = self.pending.get(start.job_id)
-            if state is None:
-                where = "running" if start.job_id in self.running else (
-                    "finished" if start.job_id in self.finished else "not in the queue")
-                self._reject(now, f"cannot start job {start.job_id}: it is {where}")
-            if start.beside is None:
-                self._check_gpus(state, start.gpu_ids, now, start.copies)
-            else:
-                self._check_pair(state, start, now)
+            state = self.pending[start.job_id]
             self._start(state, start.gpu_ids, now, start.copies, start.beside)
             changed.add(start.job_id)
             if start.beside is not None:
@@ -298,45 +335,8 @@ class Simulator:
             self._update_rates(changed, now)
         wake_at = decisions.wake_at
         if wake_at is not None and wake_at not in self._timers:
-            if not wake_at > now:
-                self._reject(now, f"wake_at={wake_at} is not after now")
             self._timers.add(wake_at)
-            self._push(wake_at, EventKind.TIMER, None)
-
-    def _check_gpus(self, state: JobState, gpu_ids: tuple[int, ...], now: float,
-                    copies: int = 1) -> None:
-        job = state.job
-        if copies < 1:
-            self._reject(now, f"job {job.job_id}: copies must be >= 1, got {copies}")
-        if len(gpu_ids) != job.n_gpus * copies or (
-                len(gpu_ids) > 1 and len(set(gpu_ids)) != len(gpu_ids)):
-            self._reject(now, f"job {job.job_id} needs {job.n_gpus * copies} distinct GPUs "
-                              f"({copies} cop{'y' if copies == 1 else 'ies'}), got {list(gpu_ids)}")
-        owner = self.allocation.owner
-        for gpu in gpu_ids:
-            if not 0 <= gpu < len(owner):
-                self._reject(now, f"job {job.job_id}: GPU {gpu} does not exist")
-            if owner[gpu] is not None:
-                self._reject(now, f"job {job.job_id}: GPU {gpu} is held by job {owner[gpu]}")
-
-    def _check_pair(self, state: JobState, start: Start, now: float) -> None:
-        job_id, beside = state.job_id, start.beside
-        host = self.running.get(beside) if beside is not None else None
-        if host is None:
-            self._reject(now, f"job {job_id} cannot share the GPUs of job {beside}: it is not running")
-        if self._sharing_factor is None:
-            self._reject(now, f"job {job_id} cannot share GPUs: performance model "
-                              f"{type(self.perf).__name__} has no paired throughputs "
-                              f"(use the network model)")
-        if host.partner is not None or start.copies != 1 or host.copies != 1:
-            self._reject(now, f"job {job_id} cannot share the GPUs of job {beside}: only two "
-                              f"unforked jobs may share a GPU")
-        if sorted(start.gpu_ids) != sorted(host.gpu_ids) or state.n_gpus != host.n_gpus:
-            self._reject(now, f"job {job_id} shares the GPUs of job {beside}, so it must ask for "
-                              f"the same count and be given exactly {list(host.gpu_ids)}")
-
-    def _reject(self, now: float, reason: str) -> None:
-        raise InvalidDecisionError(f"policy '{self.policy.name}' at t={now:.3f} s: {reason}")
+            self._push(wake_at, EventKind.TIMER)
 
     # ------------------------------------------------------------ transitions
     def _start(self, state: JobState, gpu_ids: tuple[int, ...], now: float,
@@ -431,10 +431,10 @@ class Simulator:
         assert self._sharing_factor is not None and state.partner is not None
         gpu_type = self.topology.gpu_type_of(state.gpu_ids[0])
         factor = self._sharing_factor(state.job, self.running[state.partner].job, gpu_type)
-        return min(max(factor, MIN_PAIR_FACTOR), 1.0)
+        return min(max(float(factor), MIN_PAIR_FACTOR), 1.0)
 
     # ---------------------------------------------------------------- helpers
-    def _push(self, time: float, kind: EventKind, payload: object) -> None:
+    def _push(self, time: float, kind: EventKind, payload: CompletionKey = NO_PAYLOAD) -> None:
         heapq.heappush(self._heap, (time, int(kind), next(self._seq), kind, payload))
         self._compact_heap()
 
@@ -449,7 +449,7 @@ class Simulator:
     def _is_live(self, event: Event) -> bool:
         if event[3] is not EventKind.COMPLETION:
             return True
-        job_id, version = event[4]  # type: ignore[misc]
+        job_id, version = event[4]
         state = self.running.get(job_id)
         return state is not None and state.version == version
 
@@ -457,7 +457,7 @@ class Simulator:
         # `_is_live` inlined: this runs at every step.
         heap, running = self._heap, self.running
         while heap and heap[0][3] is EventKind.COMPLETION:
-            job_id, version = heap[0][4]  # type: ignore[misc]
+            job_id, version = heap[0][4]
             state = running.get(job_id)
             if state is not None and state.version == version:
                 return

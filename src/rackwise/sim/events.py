@@ -20,4 +20,7 @@ class EventKind(IntEnum):
     ROUND = 3
 
 
-Event = tuple[float, int, int, EventKind, object]
+# A completion's payload is (job id, the job's version when it was pushed); others carry None.
+CompletionKey = tuple[str, int]
+Event = tuple[float, int, int, EventKind, CompletionKey]
+NO_PAYLOAD: CompletionKey = ("", -1)

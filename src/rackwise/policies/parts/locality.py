@@ -256,7 +256,7 @@ def cheapest_cover(candidates: list[tuple[Cost, int, str]],
     for cost, freed, job_id in candidates:
         for got, (total, ids) in list(best.items()):
             k = min(need, got + freed)
-            option = ((total[0] + cost[0], total[1] + cost[1], total[2] + cost[2]), ids + (job_id,))
+            option = ((total[0] + cost[0], total[1] + cost[1], total[2] + cost[2]), (*ids, job_id))
             if k not in best or option < best[k]:
                 best[k] = option
     return best.get(need)

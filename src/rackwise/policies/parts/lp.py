@@ -148,7 +148,7 @@ def _level_lp(coef: np.ndarray, offset: np.ndarray | None, rates: np.ndarray, n_
     Returns (flat X then Y, epigraph rows, base rows, base bounds, upper bounds, t).
     """
     sparse, _ = _scipy()
-    active = (coef > 0).any(axis=1) & (rates > 0).any(axis=1)
+    active = np.asarray((coef > 0).any(axis=1) & (rates > 0).any(axis=1))
     a_base, b_base, ub = _base(rates, n_gpus, capacity, pairs)
     epi, base = _with_epigraph(coef, active, a_base, pairs)
     a_ub = sparse.vstack([epi, base], format="csr")
@@ -235,7 +235,8 @@ def isolated_share(n_gpus: np.ndarray, capacity: np.ndarray) -> np.ndarray:
     n_jobs = len(n_gpus)
     x = (capacity[None, :] / max(n_jobs, 1)) / n_gpus[:, None].astype(float)
     sums = x.sum(axis=1, keepdims=True)
-    return np.where(sums > 1.0, x / np.maximum(sums, 1e-300), x)
+    shares: np.ndarray = np.where(sums > 1.0, x / np.maximum(sums, 1e-300), x)
+    return shares
 
 
 def finish_time_fairness(rates: np.ndarray, remaining: np.ndarray, age_s: np.ndarray,
@@ -270,10 +271,10 @@ def finish_time_fairness(rates: np.ndarray, remaining: np.ndarray, age_s: np.nda
             best, bound = x, value
         if converging:
             continue  # another step is cheaper than a check
-        x = problem.feasible(bound * (1.0 - rel_tol))
-        if x is None:
+        found = problem.feasible(bound * (1.0 - rel_tol))
+        if found is None:
             break  # no X is ``rel_tol`` better than ``best``
-        best, bound = x, problem.worst(x)
+        best, bound = found, problem.worst(found)
     return best, bound
 
 
@@ -289,7 +290,8 @@ class _FinishTimeLPs:
         self.denom = isolated_s[runnable] + self.remaining_r / thr_iso[runnable]
 
     def _thr(self, x: np.ndarray) -> np.ndarray:
-        return (self.rates_r * x[self.runnable]).sum(axis=1)
+        thr: np.ndarray = (self.rates_r * x[self.runnable]).sum(axis=1)
+        return thr
 
     def worst(self, x: np.ndarray) -> float:
         """The largest rho_m that X attains."""
@@ -332,4 +334,5 @@ class _FinishTimeLPs:
 
 
 def _clip(x: np.ndarray) -> np.ndarray:
-    return np.clip(x, 0.0, 1.0)
+    clipped: np.ndarray = np.clip(x, 0.0, 1.0)
+    return clipped

@@ -117,7 +117,7 @@ class RankedQueue:
             self.buckets = dict(sorted(self.buckets.items()))
         insort(bucket, key)
         self._where[job_id] = (n_gpus, key)
-        if self._best is not None and key < self._best:  # type: ignore[operator]
+        if self._best is not None and key < self._best:
             self._best = key
 
     def discard(self, job_id: str) -> None:

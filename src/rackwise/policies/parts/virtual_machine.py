@@ -18,7 +18,7 @@ import heapq
 import itertools
 from collections.abc import Iterable
 from operator import itemgetter
-from typing import TypeVar
+from typing import Any, TypeVar
 
 INF = float("inf")
 T = TypeVar("T")
@@ -26,7 +26,7 @@ T = TypeVar("T")
 # A queue entry: [remaining_s, release_time, seq, job_id, alive]. Only the head
 # is ever served, and lowering the head's key keeps the heap valid, so the head
 # is updated in place; other changes retire the entry and push a new one.
-_Entry = list
+_Entry = list[Any]
 
 
 class VirtualMachine:

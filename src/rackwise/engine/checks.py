@@ -1,0 +1,166 @@
+"""The one check of a policy's decisions, run whole before anything is carried out.
+
+The simulator and the live driver both call `check_decisions`; a decision
+either passes as a whole or raises `InvalidDecisionError` with nothing
+applied. The check replays the decision in order on a light overlay of the
+view (preemptions first, then starts, as engines apply them), so a migration
+may reuse the GPUs it frees and a job may start beside one started just
+before it in the same decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Container
+from dataclasses import dataclass
+from typing import NoReturn
+
+from rackwise.cluster.view import ClusterView
+from rackwise.engine.contract import Decisions, Start
+from rackwise.errors import InvalidDecisionError
+
+ONLY_IN_SIMULATION = "runs only in the simulator (a real cluster gives a GPU to one job at a time)"
+
+
+@dataclass(frozen=True, slots=True)
+class EngineSupport:
+    """What an engine can carry out beyond plain starts and preemptions.
+
+    Each field is None where the engine supports it, or the reason it does not.
+    """
+
+    forking_refused: str | None = f"a forked job (copies > 1) {ONLY_IN_SIMULATION}"
+    sharing_refused: str | None = f"space sharing {ONLY_IN_SIMULATION}"
+
+
+LIVE_CLUSTER = EngineSupport()
+
+_Reject = Callable[[str], NoReturn]
+
+
+@dataclass(slots=True)
+class _Placed:
+    gpu_ids: tuple[int, ...]
+    n_gpus: int
+    copies: int
+
+
+class _Replay:
+    """The view as it would be after each decision so far (nothing in the view changes)."""
+
+    def __init__(self, view: ClusterView) -> None:
+        self.view = view
+        self.owner: dict[int, str | None] = {}
+        self.partner: dict[str, str | None] = {}
+        self.started: dict[str, _Placed] = {}
+        self.stopped: set[str] = set()
+
+    def is_running(self, job_id: str) -> bool:
+        return job_id in self.started or (job_id in self.view.running and job_id not in self.stopped)
+
+    def is_pending(self, job_id: str) -> bool:
+        return job_id not in self.started and (job_id in self.view.pending or job_id in self.stopped)
+
+    def owner_of(self, gpu: int) -> str | None:
+        return self.owner[gpu] if gpu in self.owner else self.view.owner_of(gpu)
+
+    def partner_of(self, job_id: str) -> str | None:
+        if job_id in self.partner:
+            return self.partner[job_id]
+        state = self.view.running.get(job_id)
+        return state.partner if state is not None else None
+
+    def placed(self, job_id: str) -> _Placed:
+        if job_id in self.started:
+            return self.started[job_id]
+        state = self.view.running[job_id]
+        return _Placed(state.gpu_ids, state.n_gpus, state.copies)
+
+    def preempt(self, job_id: str) -> None:
+        partner = self.partner_of(job_id)
+        for gpu in self.placed(job_id).gpu_ids:
+            self.owner[gpu] = partner  # a partner runs on alone on the GPUs; else they are free
+        if partner is not None:
+            self.partner[partner] = None
+        self.partner[job_id] = None
+        self.started.pop(job_id, None)
+        self.stopped.add(job_id)
+
+    def start(self, start: Start, n_gpus: int) -> None:
+        self.started[start.job_id] = _Placed(start.gpu_ids, n_gpus, start.copies)
+        self.partner[start.job_id] = start.beside
+        if start.beside is None:
+            for gpu in start.gpu_ids:
+                self.owner[gpu] = start.job_id
+        else:
+            self.partner[start.beside] = start.job_id
+
+
+def check_decisions(view: ClusterView, decisions: Decisions, policy_name: str, now: float, *,
+                    finished: Container[str] = (), support: EngineSupport = LIVE_CLUSTER) -> None:
+    """Raise `InvalidDecisionError` unless the engine can carry out ``decisions`` whole.
+
+    Args:
+        view: The cluster as the policy saw it (left unchanged).
+        decisions: What the policy answered.
+        policy_name: Named in the error.
+        now: The engine's clock, named in the error.
+        finished: Jobs that have finished (so the error can say so).
+        support: What the engine can do beyond plain starts (default: a real cluster's).
+    """
+
+    def reject(reason: str) -> NoReturn:
+        raise InvalidDecisionError(f"policy '{policy_name}' at t={now:.3f} s: {reason}")
+
+    replay = _Replay(view)
+    for job_id in decisions.preempt:
+        if not replay.is_running(job_id):
+            reject(f"cannot preempt job {job_id}: it is not running")
+        replay.preempt(job_id)
+    n_gpus_total = view.topology.n_gpus
+    for start in decisions.start:
+        job_id = start.job_id
+        if not replay.is_pending(job_id):
+            if job_id in replay.started:
+                reject(f"cannot start job {job_id} twice in one decision")
+            where = ("running" if replay.is_running(job_id) else
+                     "finished" if job_id in finished else "not in the queue")
+            reject(f"cannot start job {job_id}: it is {where}")
+        state = view.pending[job_id] if job_id in view.pending else view.running[job_id]
+        n_gpus = state.job.n_gpus
+        if start.beside is None:
+            copies = start.copies
+            if copies < 1:
+                reject(f"job {job_id}: copies must be >= 1, got {copies}")
+            if copies > 1 and support.forking_refused is not None:
+                reject(f"job {job_id}: {support.forking_refused}")
+            gpus = start.gpu_ids
+            if len(gpus) != n_gpus * copies or len(set(gpus)) != len(gpus):
+                reject(f"job {job_id} needs {n_gpus * copies} distinct GPUs "
+                       f"({copies} cop{'y' if copies == 1 else 'ies'}), got {list(gpus)}")
+            for gpu in gpus:
+                if not 0 <= gpu < n_gpus_total:
+                    reject(f"job {job_id}: GPU {gpu} does not exist")
+                holder = replay.owner_of(gpu)
+                if holder is not None:
+                    reject(f"job {job_id}: GPU {gpu} is held by job {holder}")
+        else:
+            _check_pair(replay, start, n_gpus, support, reject)
+        replay.start(start, n_gpus)
+    if decisions.wake_at is not None and not decisions.wake_at > now:
+        reject(f"wake_at={decisions.wake_at} is not after now")
+
+
+def _check_pair(replay: _Replay, start: Start, n_gpus: int, support: EngineSupport,
+                reject: _Reject) -> None:
+    job_id, host = start.job_id, start.beside
+    assert host is not None
+    if support.sharing_refused is not None:
+        reject(f"job {job_id} cannot share GPUs: {support.sharing_refused}")
+    if not replay.is_running(host):
+        reject(f"job {job_id} cannot share the GPUs of job {host}: it is not running")
+    placed = replay.placed(host)
+    if replay.partner_of(host) is not None or start.copies != 1 or placed.copies != 1:
+        reject(f"job {job_id} cannot share the GPUs of job {host}: only two unforked jobs may share a GPU")
+    if sorted(start.gpu_ids) != sorted(placed.gpu_ids) or n_gpus != placed.n_gpus:
+        reject(f"job {job_id} shares the GPUs of job {host}, so it must ask for the same count and "
+               f"be given exactly {list(placed.gpu_ids)}")

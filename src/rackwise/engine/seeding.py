@@ -1,0 +1,20 @@
+"""One seed, two independent generators: the performance model's and the policy's.
+
+The simulator and every live driver draw them here, so a policy given the
+same seed makes the same random choices wherever it runs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def run_generators(seed: int) -> tuple[np.random.Generator, np.random.Generator]:
+    """``(perf_rng, policy_rng)`` for a run seeded with ``seed``."""
+    perf_seed, policy_seed = np.random.SeedSequence(seed).spawn(2)
+    return np.random.default_rng(perf_seed), np.random.default_rng(policy_seed)
+
+
+def policy_rng(seed: int) -> np.random.Generator:
+    """The policy's generator for ``seed`` (the second of `run_generators`)."""
+    return run_generators(seed)[1]
