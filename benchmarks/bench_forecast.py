@@ -38,7 +38,7 @@ def emit(figure: str, value: object, **extra: object) -> None:
 def big_snapshot(policy: str, n_running: int = 2_000, n_pending: int = 5_000,
                  n_nodes: int = 1_250, seed: int = 0):  # type: ignore[no-untyped-def]
     from rackwise.cluster.topology import uniform_cluster
-    from rackwise.forecast.snapshot import ClusterSnapshot
+    from rackwise.engine.snapshot import ClusterSnapshot
     from rackwise.workload.job import Job
     from rackwise.workload.state import JobState, Status
 
