@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, TypeGuard
 import numpy as np
 
 from rackwise.cluster.allocation import Allocation
-from rackwise.cluster.graph_placement import place_graph, placement_cost
 from rackwise.cluster.topology import Topology, uniform_cluster
 from rackwise.errors import InputError
 from rackwise.perf.catalogue import CATALOGUE, ModelSpec, assign_models, resolve_model
@@ -58,10 +57,11 @@ from rackwise.perf.comm import (
     uplink_capacity_gbps,
 )
 from rackwise.perf.config import PerfConfig
+from rackwise.perf.graph_placement import place_graph, placement_cost
 from rackwise.perf.interference import Interference
+from rackwise.perf.job_graph import JobGraph, build_job_graph
 from rackwise.perf.throughput import ThroughputTable, default_table
 from rackwise.workload.job import Job, Parallelism
-from rackwise.workload.job_graph import JobGraph, build_job_graph
 
 if TYPE_CHECKING:
     from rackwise.workload.state import JobState
