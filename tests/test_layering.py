@@ -26,7 +26,7 @@ LAYERS: list[set[str]] = [
     {"engine"},
     {"policies", "sim"},
     {"rl", "run", "backends"},
-    {"experiments", "forecast"},
+    {"experiments", "forecast", "testing"},
     {"cli"},
 ]
 

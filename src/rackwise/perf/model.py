@@ -62,6 +62,7 @@ from rackwise.perf.graph_placement import place_graph, placement_cost
 from rackwise.perf.interference import Interference
 from rackwise.perf.job_graph import JobGraph, build_job_graph
 from rackwise.perf.placed import NO_COMM, Placed, comm_pair, is_mixed
+from rackwise.perf.running_index import RunningIndex
 from rackwise.perf.throughput import ThroughputTable, default_table
 from rackwise.perf.views import Neighbours, Sharing, Weights
 from rackwise.workload.job import Job, Parallelism
@@ -122,15 +123,14 @@ class NetworkPerf:
         self._speedups = dict(cfg.gpu_speedup_vs_v100)
         self._overlap = 1.0 - cfg.comm_overlap_frac
         self._scale = cfg.interference_scale
-        self._placed: dict[str, Placed] = {}
-        # per node: job id -> (placement, its GPUs there, the node's position in its
-        # node_factors, or -1 for a placement on one node)
-        self._node_jobs: list[dict[str, tuple[Placed, int, int]]] = [{} for _ in topology.nodes]
         self._weights = Weights(self.interference_, cfg.interference_scale)
-        self._rack_cross: list[dict[str, Placed]] = [{} for _ in range(topology.n_racks)]
-        self._share = [INF] * topology.n_racks  # uplink Gb/s per crossing job
+        index = RunningIndex(self._node_size, self._uplink_gbps, self._cluster_gbps, self._weights,
+                             self._scale)
+        # the index's own containers, read here on the hot path
+        self._placed, self._node_jobs, self._rack_cross = index.placed, index.node_jobs, index.rack_cross
+        self._share, self._forked = index.share, index.forked
+        self._index, self._unindex = index.add, index.remove
         self._comm_now: dict[str, tuple[float, float]] = {}
-        self._forked: dict[str, Placed] = {}  # running jobs forked into copies
         self._compute_cache: dict[tuple[str, int, str, float], float] = {}
         # a one-GPU job's compute per step by (model, gradient bytes, GPU type): `_place`'s common case
         self._one_gpu_compute: dict[tuple[str | None, float, str], float] = {}
@@ -643,122 +643,6 @@ class NetworkPerf:
         for link_s, bits in placed.cross_terms or ():
             comm += max(bits / bps, link_s)
         return comm
-
-    def _index(self, placed: Placed, affected: dict[str, Placed]) -> None:
-        """Add a running placement; update its neighbours' factors and its uplinks' shares.
-
-        Jobs whose pace or uplink bandwidth may have moved are added to ``affected``.
-        Interference weights lie in [0, 1] (``interference_scale`` and slowdowns
-        both do), so an arrival only lowers its neighbours' node factors and a
-        departure (`_unindex`) only raises them: a spread job's pace needs a
-        scan of its nodes only when its slowest node speeds up.
-        """
-        job_id = placed.job_id
-        self._placed[job_id] = placed
-        if placed.copies is not None:
-            self._forked[job_id] = placed
-        nodes = placed.nodes
-        factors = [1.0] * len(nodes)
-        if self._scale > 0:
-            row = placed.coeff = self._weights.row(placed.model, placed.gpu_type)
-            model_id = placed.model_id = self._weights.ids[placed.model]
-            partner = placed.partner
-            for i, node in enumerate(nodes):
-                size = self._node_size[node]
-                share = placed.node_gpus[i] / size
-                factor = 1.0
-                for other, other_gpus, j in self._node_jobs[node].values():
-                    if partner is not None and other.job_id == partner:
-                        other.partner = job_id
-                        continue
-                    factor *= 1.0 - row[other.model_id] * other_gpus / size
-                    theirs = other.coeff[model_id]
-                    if not theirs:
-                        continue
-                    # A newcomer only lowers factors: the pace moves iff this node is now the slowest.
-                    if j < 0:  # its only node: the node's factor is its pace
-                        value = other.factor * (1.0 - theirs * share)
-                    else:
-                        others = other.node_factors
-                        value = others[j] = others[j] * (1.0 - theirs * share)
-                    if value < other.factor:
-                        other.factor = value
-                        affected[other.job_id] = other
-                factors[i] = factor
-        if len(nodes) == 1:
-            placed.factor = factors[0]
-            self._node_jobs[nodes[0]][job_id] = (placed, placed.node_gpus[0], -1)
-        else:
-            placed.node_factors = factors
-            placed.factor = min(factors)
-            for i, node in enumerate(nodes):
-                self._node_jobs[node][job_id] = (placed, placed.node_gpus[i], i)
-        if placed.crosses:
-            cluster_gbps = self._cluster_gbps
-            for rack in placed.racks:
-                crossing = self._rack_cross[rack]
-                crossing[job_id] = placed
-                share = self._share[rack] = self._uplink_gbps[rack] / len(crossing)
-                if share < cluster_gbps:
-                    # the share fell: only jobs faster than the new share slow down
-                    for other_id, other in crossing.items():
-                        if other.bandwidth > share:
-                            affected[other_id] = other
-
-    def _unindex(self, placed: Placed, affected: dict[str, Placed]) -> None:
-        """Remove a placement; jobs whose pace or uplink bandwidth may have moved go to ``affected``."""
-        job_id = placed.job_id
-        del self._placed[job_id]
-        self._forked.pop(job_id, None)
-        partner = placed.partner
-        for i, node in enumerate(placed.nodes):
-            neighbours = self._node_jobs[node]
-            del neighbours[job_id]
-            if self._scale <= 0 or not neighbours:
-                continue
-            share = placed.node_gpus[i] / self._node_size[node]
-            alone = len(neighbours) == 1
-            model_id = placed.model_id
-            for other, _, j in neighbours.values():
-                if partner is not None and other.job_id == partner:
-                    other.partner = None  # runs on alone: the engine drops its pair factor
-                    continue
-                if alone:
-                    value = 1.0  # alone again: exactly 1, no rounding left over
-                else:
-                    theirs = other.coeff[model_id]
-                    if not theirs:
-                        continue
-                    value = (other.factor if j < 0 else other.node_factors[j]) / (1.0 - theirs * share)
-                # A leaver only raises factors: the pace moves iff this node was the slowest.
-                if j < 0:  # its only node: the node's factor is its pace
-                    if value == other.factor:
-                        continue
-                    other.factor = value
-                else:
-                    factors = other.node_factors
-                    old = factors[j]
-                    factors[j] = value
-                    if old != other.factor or value == old:
-                        continue
-                    pace = min(factors)
-                    if pace == old:
-                        continue
-                    other.factor = pace
-                affected[other.job_id] = other
-        if placed.crosses:
-            cluster_gbps = self._cluster_gbps
-            for rack in placed.racks:
-                crossing = self._rack_cross[rack]
-                del crossing[job_id]
-                old = self._share[rack]
-                self._share[rack] = self._uplink_gbps[rack] / len(crossing) if crossing else INF
-                if old < cluster_gbps:
-                    # the share rose: only jobs held at the old share may speed up
-                    held = old * (1.0 + 1e-12)
-                    for other_id, other in crossing.items():
-                        if other.bandwidth <= held:
-                            affected[other_id] = other
 
     def _what_if_context(self, job_id: str, running: Mapping[str, JobState]
                          ) -> tuple[Neighbours, Sharing]:
