@@ -31,7 +31,7 @@ def main() -> None:
     from rackwise.perf.catalogue import CATALOGUE
     from rackwise.perf.model import NetworkPerf
     from rackwise.policies.marl import Marl
-    from rackwise.rl.features import Placed
+    from rackwise.policies.parts.marl.features import Placed
     from rackwise.sim.engine import Simulator
     from rackwise.workload.job import Job
 

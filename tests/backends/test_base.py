@@ -10,8 +10,8 @@ import pytest
 from rackwise.backends.base import ServeStuckError, Snapshot, serve
 from rackwise.backends.fake import FakeBackend
 from rackwise.cluster.topology import uniform_cluster
-from rackwise.cluster.view import ClusterView
 from rackwise.engine.checks import check_decisions
+from rackwise.engine.view import ClusterView
 from rackwise.errors import InvalidDecisionError
 from rackwise.policies.base import BasePolicy, Decisions, Start
 from rackwise.policies.registry import make_policy

@@ -20,8 +20,8 @@ from fake_apiserver import FakeApiServer
 from rackwise.backends.base import Outcome, Snapshot, serve
 from rackwise.backends.kubernetes import KubernetesBackend
 from rackwise.backends.kubernetes_api import KubeApi, KubeApiError
-from rackwise.cluster.view import ClusterView
 from rackwise.engine.seeding import policy_rng
+from rackwise.engine.view import ClusterView
 from rackwise.policies.base import BasePolicy, Decisions, Start
 from rackwise.policies.registry import make_policy
 

@@ -29,7 +29,7 @@ from rackwise.backends.base import DecisionRecord, Snapshot, serve
 from rackwise.backends.slurm import SlurmBackend
 from rackwise.backends.slurm_cli import SlurmCli, expand_hostlist, gpu_indices
 from rackwise.backends.slurm_jobs import submit_held
-from rackwise.cluster.view import ClusterView
+from rackwise.engine.view import ClusterView
 from rackwise.errors import InvalidDecisionError
 from rackwise.policies.base import BasePolicy, Decisions, Policy, Start
 from rackwise.policies.parts.ordering import preempt_to_order

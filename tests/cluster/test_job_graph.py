@@ -9,16 +9,14 @@ from hypothesis import strategies as st
 from tests.strategies import topologies
 
 from rackwise.cluster.allocation import Allocation
-from rackwise.cluster.graph_placement import (
+from rackwise.cluster.topology import uniform_cluster
+from rackwise.perf.graph_placement import (
     _refine,
     choose_servers,
     place_graph,
     placement_cost,
 )
-from rackwise.cluster.topology import uniform_cluster
-from rackwise.policies.parts.placement import first_fit
-from rackwise.workload.job import Job, Parallelism
-from rackwise.workload.job_graph import (
+from rackwise.perf.job_graph import (
     ModelShape,
     build_job_graph,
     edge_bytes,
@@ -26,6 +24,8 @@ from rackwise.workload.job_graph import (
     mixed_parallel_graph,
     model_shape,
 )
+from rackwise.policies.parts.placement import first_fit
+from rackwise.workload.job import Job, Parallelism
 
 GB = 1e9
 

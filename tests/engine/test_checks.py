@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from rackwise.backends.base import serve
 from rackwise.backends.fake import FakeBackend
 from rackwise.cluster.topology import uniform_cluster
-from rackwise.cluster.view import ClusterView
 from rackwise.engine.checks import LIVE_CLUSTER, EngineSupport, check_decisions
 from rackwise.engine.contract import Decisions, Start
+from rackwise.engine.view import ClusterView
 from rackwise.errors import InvalidDecisionError
 from rackwise.policies.base import BasePolicy
 from rackwise.sim.engine import Simulator

@@ -16,17 +16,17 @@ from hypothesis import strategies as st
 from model_helpers import placed, prepared
 
 from rackwise.cluster.allocation import Allocation
-from rackwise.cluster.graph_placement import place_graph, placement_cost
 from rackwise.cluster.topology import Links, uniform_cluster
-from rackwise.cluster.view import ClusterView
+from rackwise.engine.view import ClusterView
 from rackwise.perf.comm import mapped_comm_s
 from rackwise.perf.config import PerfConfig
+from rackwise.perf.graph_placement import place_graph, placement_cost
+from rackwise.perf.job_graph import build_job_graph
 from rackwise.perf.model import NetworkPerf
 from rackwise.policies.asrpt import AsrptOracle
 from rackwise.policies.base import BasePolicy, Decisions, Start
 from rackwise.sim.engine import simulate
 from rackwise.workload.job import Job, Parallelism
-from rackwise.workload.job_graph import build_job_graph
 from rackwise.workload.state import JobState
 
 ACT = 1024 * 1600 * 2.0  # GPT-2 XL: one micro-batch's activations, bytes

@@ -80,7 +80,7 @@ def test_tensor_and_pipeline_costs() -> None:
     flat = perf.iteration_breakdown(plain, gpus, {})
     both = perf.iteration_breakdown(split, gpus, {})
     assert both.compute_s == pytest.approx(flat.compute_s * (1 + 1 / 8))  # (p-1)/m bubble
-    # The traffic is the job graph's (workload/job_graph.py) on these GPUs, all in one
+    # The traffic is the job graph's (perf/job_graph.py) on these GPUs, all in one
     # node: each pair (tensor pair, stage pair, replica pair) sends its edge's bytes both
     # ways over NVLink, one kind after the other. S_act = 1 x 1024 x 1600 x 2 B.
     act = 1024 * 1600 * 2.0

@@ -6,7 +6,6 @@ from dataclasses import replace
 
 import pytest
 from tests.policies.hetero_support import TablePerf, cluster, job
-from tests.policies.test_conformance import TRACE
 
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.errors import InputError
@@ -16,6 +15,7 @@ from rackwise.policies.combined import Combined
 from rackwise.policies.parts.heterogeneity import TypeMask
 from rackwise.policies.registry import make_policy
 from rackwise.sim.engine import Simulator, simulate
+from rackwise.testing.policy_checks import TRACE
 from rackwise.workload.job import Job
 
 HETERO = cluster(("v100", 1, 4), ("k80", 1, 4))  # GPUs 0-3 are V100, 4-7 are K80

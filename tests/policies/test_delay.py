@@ -18,7 +18,7 @@ import pytest
 from policies.delay_helpers import HIGH, LOW, MED, Run, SpanPerf, job
 from rackwise.cluster.allocation import Allocation
 from rackwise.cluster.topology import uniform_cluster
-from rackwise.cluster.view import ClusterView
+from rackwise.engine.view import ClusterView
 from rackwise.errors import InputError
 from rackwise.perf.base import IdealPerf
 from rackwise.policies.delay import Dally

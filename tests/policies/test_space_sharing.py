@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from invariant_checker import InvariantChecker
-from rackwise.cluster.view import ClusterView
 from rackwise.engine.checks import check_decisions
 from rackwise.engine.snapshot import from_json, to_json
+from rackwise.engine.view import ClusterView
 from rackwise.errors import InputError, InvalidDecisionError
 from rackwise.forecast.forward import forward
 from rackwise.forecast.from_sim import snapshot_of

@@ -8,8 +8,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="needs the rl extra: pip install 'rackwise[rl]'")
 
 from rackwise.cluster.topology import uniform_cluster  # noqa: E402
-from rackwise.rl.encoder import ActorCritic, stack_obs, topology_index  # noqa: E402
-from rackwise.rl.features import GraphIndex, Placed, observation  # noqa: E402
+from rackwise.policies.parts.marl.encoder import ActorCritic, stack_obs, topology_index  # noqa: E402
+from rackwise.policies.parts.marl.features import GraphIndex, Placed, observation  # noqa: E402
 from rackwise.workload.job import Job  # noqa: E402
 
 CLUSTER = uniform_cluster(8, 4, 4)  # 2 racks x 4 servers x 4 GPUs

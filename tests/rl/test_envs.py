@@ -75,7 +75,7 @@ def test_two_agents_one_free_gpu_one_conflict() -> None:
     cluster = uniform_cluster(1, 2, 1)
     jobs = [Job("busy", 0.0, 1, 100.0, group="g0"), Job("x", 1.0, 1, 10.0, group="g0"),
             Job("y", 1.0, 1, 10.0, group="g1")]
-    from rackwise.rl.features import agent_of
+    from rackwise.policies.parts.marl.features import agent_of
 
     assert agent_of(jobs[1], 2) != agent_of(jobs[2], 2), "pick groups that land on both agents"
     winners = set()

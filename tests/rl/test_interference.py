@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="needs the rl extra: pip install 'rackwise[rl]'")
 
-from rackwise.rl.interference import (  # noqa: E402
+from rackwise.policies.parts.marl.interference import (  # noqa: E402
     Predictor,
     Samples,
     fit_interference,

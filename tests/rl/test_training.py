@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="needs the rl extra: pip install 'rackwise[rl]'")
 
 from rackwise.cluster.topology import uniform_cluster  # noqa: E402
-from rackwise.rl.checkpoint import load, save  # noqa: E402
+from rackwise.policies.parts.marl.checkpoint import load, save  # noqa: E402
 from rackwise.rl.curves import write_curves  # noqa: E402
 from rackwise.rl.mappo import TrainConfig, Trainer, ppo_update  # noqa: E402
 

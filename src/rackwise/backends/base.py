@@ -19,12 +19,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal, Protocol
 
-from rackwise.cluster.view import ClusterView
 from rackwise.engine.checks import check_decisions
 from rackwise.engine.contract import Decisions, Policy
 from rackwise.engine.hooks import notify
 from rackwise.engine.seeding import policy_rng
 from rackwise.engine.snapshot import ClusterSnapshot, from_view
+from rackwise.engine.view import ClusterView
 from rackwise.errors import RackwiseError
 from rackwise.metrics.records import JobRecord
 from rackwise.workload.job import Job

@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from rackwise.backends.base import INF, Outcome, Snapshot
 from rackwise.cluster.topology import Topology
-from rackwise.cluster.view import ClusterView
+from rackwise.engine.view import ClusterView
 from rackwise.metrics.records import JobRecord
 from rackwise.perf.base import PerfModel
 from rackwise.policies.base import NOTHING, BasePolicy, Decisions

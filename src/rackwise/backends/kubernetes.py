@@ -58,7 +58,7 @@ from rackwise.backends.kubernetes_objects import (
 )
 from rackwise.cluster.allocation import Allocation
 from rackwise.cluster.topology import Links, Topology
-from rackwise.cluster.view import ClusterView
+from rackwise.engine.view import ClusterView
 from rackwise.metrics.records import JobRecord
 from rackwise.perf.base import IdealPerf, PerfModel
 from rackwise.policies.base import Decisions, Start

@@ -29,7 +29,7 @@ from rackwise.backends.slurm_jobs import decode_tags, encode_tags, float_tag
 from rackwise.backends.slurm_topology import discover, match_spec
 from rackwise.cluster.allocation import Allocation
 from rackwise.cluster.topology import Topology
-from rackwise.cluster.view import ClusterView
+from rackwise.engine.view import ClusterView
 from rackwise.metrics.records import JobRecord
 from rackwise.perf.base import IdealPerf, PerfModel
 from rackwise.policies.base import Decisions

@@ -13,8 +13,9 @@ from rich.table import Table
 from rackwise.cli.errors import reported
 from rackwise.cluster.topology import Links, Topology, uniform_cluster
 from rackwise.errors import InputError
+from rackwise.perf.breakdown import IterationBreakdown
 from rackwise.perf.catalogue import CATALOGUE, resolve_model
-from rackwise.perf.model import IterationBreakdown, NetworkPerf
+from rackwise.perf.model import NetworkPerf
 from rackwise.workload.job import Job, Parallelism
 
 app = typer.Typer(help="Inspect the performance model: step time, communication, bottlenecks.",

@@ -8,7 +8,7 @@
   the input of forecasts.
 
 Job state (`rackwise.workload.state.JobState`) and the cluster view
-(`rackwise.cluster.view.ClusterView`) sit below this package; the simulator
+(`rackwise.engine.view.ClusterView`) sit below this package; the simulator
 (`rackwise.sim`), the live drivers (`rackwise.backends`) and forecasts build
 on it, and nothing here imports them.
 """

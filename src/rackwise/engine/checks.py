@@ -14,8 +14,8 @@ from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import NoReturn
 
-from rackwise.cluster.view import ClusterView
 from rackwise.engine.contract import Decisions, Start
+from rackwise.engine.view import ClusterView
 from rackwise.errors import InvalidDecisionError
 
 ONLY_IN_SIMULATION = "runs only in the simulator (a real cluster gives a GPU to one job at a time)"

@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from rackwise.cluster.view import ClusterView
 from rackwise.engine.seeding import policy_rng
 from rackwise.engine.snapshot import ClusterSnapshot, copy_state
+from rackwise.engine.view import ClusterView
 from rackwise.errors import InputError, InvalidDecisionError
 from rackwise.perf.base import PerfModel
 from rackwise.policies.base import Decisions, Policy, PolicyWrapper

@@ -31,16 +31,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from operator import attrgetter
-from typing import TYPE_CHECKING, TypeGuard
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rackwise.cluster.allocation import Allocation
-from rackwise.cluster.graph_placement import place_graph, placement_cost
 from rackwise.cluster.topology import Topology, uniform_cluster
 from rackwise.errors import InputError
+from rackwise.perf.breakdown import INF, IterationBreakdown
 from rackwise.perf.catalogue import CATALOGUE, ModelSpec, assign_models, resolve_model
 from rackwise.perf.checkpoint import restart_overhead_s
 from rackwise.perf.comm import (
@@ -58,72 +58,17 @@ from rackwise.perf.comm import (
     uplink_capacity_gbps,
 )
 from rackwise.perf.config import PerfConfig
+from rackwise.perf.graph_placement import place_graph, placement_cost
 from rackwise.perf.interference import Interference
+from rackwise.perf.job_graph import JobGraph, build_job_graph
+from rackwise.perf.placed import NO_COMM, Placed, comm_pair, is_mixed
+from rackwise.perf.running_index import RunningIndex
 from rackwise.perf.throughput import ThroughputTable, default_table
+from rackwise.perf.views import Neighbours, Sharing, Weights
 from rackwise.workload.job import Job, Parallelism
-from rackwise.workload.job_graph import JobGraph, build_job_graph
 
 if TYPE_CHECKING:
     from rackwise.workload.state import JobState
-
-INF = float("inf")
-_NO_COMM = (0.0, 0.0)  # comm_pair of a placement that communicates nothing
-
-
-def _is_mixed(par: Parallelism | None, n_gpus: int) -> TypeGuard[Parallelism]:
-    """A job priced on its worker mapping: tensor or pipeline parallel over all its GPUs."""
-    return par is not None and par.n_gpus == n_gpus and (par.tensor > 1 or par.pipeline > 1)
-
-
-def _comm_pair(comm_s: float, ref_comm_s: float) -> tuple[float, float]:
-    """(communication, of which beyond the consolidated placement) per step."""
-    extra = comm_s - ref_comm_s
-    return comm_s, extra if extra > 0.0 else 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class IterationBreakdown:
-    """Where one step of a job goes on one placement.
-
-    Attributes:
-        compute_s: Compute per step, alone on the GPUs (pipeline bubble included).
-        comm_s: Communication stall per step (after overlap).
-        interference_factor: Speed factor from jobs sharing its nodes (1 = none).
-        level: 0 one node, 1 one rack, 2 several racks.
-        bottleneck: Slowest link: none, intra-node, intra-rack, cross-rack or rack-uplink.
-            For a mixed-parallel job, the slowest its GPUs span (or its uplink share),
-            not necessarily the link that carries most of its traffic.
-        bandwidth_gbps: Bandwidth of that link for this job (inf without communication).
-        iteration_s: Seconds per step.
-        consolidated_iteration_s: Seconds per step on the tightest placement this
-            cluster allows, alone.
-        consolidated_comm_s: Communication stall per step there.
-    """
-
-    compute_s: float
-    comm_s: float
-    interference_factor: float
-    level: int
-    bottleneck: str
-    bandwidth_gbps: float
-    iteration_s: float
-    consolidated_iteration_s: float
-    consolidated_comm_s: float
-
-    @property
-    def throughput_iters_per_s(self) -> float:
-        return 1.0 / self.iteration_s if self.iteration_s > 0 else INF
-
-    @property
-    def slowdown(self) -> float:
-        """Step time relative to the consolidated placement (1 = as fast)."""
-        return self.iteration_s / self.consolidated_iteration_s
-
-    @property
-    def comm_extra_s(self) -> float:
-        """Communication per step beyond what the consolidated placement needs."""
-        return max(0.0, self.comm_s - self.consolidated_comm_s)
-
 
 # (field index, value) changes, and the rate iterations follow from (None: unchanged)
 _Plan = tuple[tuple[tuple[int, object], ...], float | None]
@@ -133,73 +78,6 @@ _JOB_INDEX = {name: index for index, name in enumerate(_JOB_FIELDS)}
 _MODEL, _GRADIENT_BYTES, _MODEL_BYTES, _SENSITIVITY, _TOTAL_ITERS = (
     _JOB_INDEX[name] for name in ("model", "gradient_bytes", "model_bytes", "comm_sensitivity",
                                   "total_iters"))
-
-
-class _Placed:
-    """A job on a placement: what stays fixed while it runs there."""
-
-    __slots__ = (
-        "bandwidth",
-        "base_gbps",
-        "coeff",
-        "comm_pair",
-        "compute_s",
-        "copies",
-        "cross_terms",
-        "crosses",
-        "dyn_bits",
-        "factor",
-        "gpu_ids",
-        "gpu_type",
-        "ideal_rate",
-        "job_id",
-        "level",
-        "model",
-        "model_id",
-        "node_factors",
-        "node_gpus",
-        "nodes",
-        "partner",
-        "racks",
-        "rate",
-        "ref_comm_s",
-        "static_comm_s",
-    )
-
-    job_id: str
-    model: str
-    gpu_ids: tuple[int, ...]
-    nodes: tuple[int, ...]
-    node_gpus: tuple[int, ...]
-    racks: tuple[int, ...]
-    level: Level
-    gpu_type: str
-    compute_s: float
-    dyn_bits: float  # bits through the bottleneck per step, after overlap
-    base_gbps: float
-    ref_comm_s: float
-    # Communication per step that no uplink share changes: all of it unless `crosses`,
-    # else the fixed and latency parts (the shared uplink's part is added per rating).
-    static_comm_s: float
-    comm_pair: tuple[float, float]  # (comm, beyond consolidated) per step, unless `crosses`
-    ideal_rate: float  # > 0 only for jobs without a catalogue model
-    node_factors: list[float]  # interference factor per node while indexed, if on several nodes
-    factor: float  # interference factor of its slowest node, which sets the pace
-    coeff: list[float]  # interference weight of each neighbour, by its model's id (`_Weights`)
-    model_id: int  # its model's id in `_Weights`
-    rate: float  # last rate reported to the engine
-    crosses: bool  # its ring goes through rack uplinks
-    bandwidth: float  # bottleneck bandwidth at the last rating, Gb/s
-    # Mixed-parallel jobs that cross racks: (link seconds, cross-rack bits) per kind of
-    # traffic, each priced as the slower of the two; None for data-parallel jobs (set
-    # only where `crosses` is read).
-    cross_terms: tuple[tuple[float, float], ...] | None
-    # The job sharing its GPUs (space sharing), whose slowdown the engine's pair
-    # factor prices: left out of the node's neighbours, or it would count twice.
-    partner: str | None
-    # A forked job's copies, each on its n GPUs (None: not forked). The job's own
-    # `crosses` and `racks` then cover only the copies that span racks.
-    copies: tuple[_Placed, ...] | None
 
 
 class NetworkPerf:
@@ -245,15 +123,14 @@ class NetworkPerf:
         self._speedups = dict(cfg.gpu_speedup_vs_v100)
         self._overlap = 1.0 - cfg.comm_overlap_frac
         self._scale = cfg.interference_scale
-        self._placed: dict[str, _Placed] = {}
-        # per node: job id -> (placement, its GPUs there, the node's position in its
-        # node_factors, or -1 for a placement on one node)
-        self._node_jobs: list[dict[str, tuple[_Placed, int, int]]] = [{} for _ in topology.nodes]
-        self._weights = _Weights(self.interference_, cfg.interference_scale)
-        self._rack_cross: list[dict[str, _Placed]] = [{} for _ in range(topology.n_racks)]
-        self._share = [INF] * topology.n_racks  # uplink Gb/s per crossing job
+        self._weights = Weights(self.interference_, cfg.interference_scale)
+        index = RunningIndex(self._node_size, self._uplink_gbps, self._cluster_gbps, self._weights,
+                             self._scale)
+        # the index's own containers, read here on the hot path
+        self._placed, self._node_jobs, self._rack_cross = index.placed, index.node_jobs, index.rack_cross
+        self._share, self._forked = index.share, index.forked
+        self._index, self._unindex = index.add, index.remove
         self._comm_now: dict[str, tuple[float, float]] = {}
-        self._forked: dict[str, _Placed] = {}  # running jobs forked into copies
         self._compute_cache: dict[tuple[str, int, str, float], float] = {}
         # a one-GPU job's compute per step by (model, gradient bytes, GPU type): `_place`'s common case
         self._one_gpu_compute: dict[tuple[str | None, float, str], float] = {}
@@ -325,7 +202,7 @@ class NetworkPerf:
             changes.append((_GRADIENT_BYTES, gradient_bytes))
         if not job.model_bytes:
             changes.append((_MODEL_BYTES, spec.checkpoint_bytes))
-        par = job.parallelism if _is_mixed(job.parallelism, job.n_gpus) else None
+        par = job.parallelism if is_mixed(job.parallelism, job.n_gpus) else None
         if is_assigned or not job.comm_sensitivity:
             sensitivity = (self._sensitivity(spec, job.n_gpus, gradient_bytes) if par is None
                            else self._mapped_sensitivity(spec, job, par, gradient_bytes))
@@ -350,8 +227,8 @@ class NetworkPerf:
         Only jobs whose pace (slowest node factor) or uplink share moved are
         re-rated, and only those whose rate moved are reported (plus ``changed``).
         """
-        affected: dict[str, _Placed] = {}  # the jobs to re-rate, by id
-        touched: list[_Placed] = []  # placements added or removed
+        affected: dict[str, Placed] = {}  # the jobs to re-rate, by id
+        touched: list[Placed] = []  # placements added or removed
         placed_jobs = self._placed
         for job_id in changed:
             old = placed_jobs.get(job_id)
@@ -392,7 +269,7 @@ class NetworkPerf:
                 rate = 1.0 / (placed.compute_s / placed.factor + comm)
                 if rate == placed.rate:
                     continue
-                extra = comm - placed.ref_comm_s  # `_comm_pair`, inlined
+                extra = comm - placed.ref_comm_s  # `comm_pair`, inlined
                 comm_now[job_id] = (comm, extra if extra > 0.0 else 0.0)
             else:
                 rate = 1.0 / (placed.compute_s / placed.factor + placed.static_comm_s)
@@ -569,8 +446,8 @@ class NetworkPerf:
             ((p.hops, p.level, p.gpu_bytes, p.nic_bytes, p.rack_bytes) for p in best.phases),
             self._links, self._latency)
 
-    def _place(self, job: Job, gpu_ids: tuple[int, ...]) -> _Placed:
-        placed = _Placed()
+    def _place(self, job: Job, gpu_ids: tuple[int, ...]) -> Placed:
+        placed = Placed()
         placed.job_id = job.job_id
         placed.gpu_ids = gpu_ids
         placed.rate = -1.0
@@ -595,7 +472,7 @@ class NetworkPerf:
                 placed.model, placed.ideal_rate = job.model or "", 0.0
                 placed.compute_s = compute
                 placed.dyn_bits = placed.ref_comm_s = placed.static_comm_s = 0.0
-                placed.comm_pair = _NO_COMM
+                placed.comm_pair = NO_COMM
                 placed.base_gbps = self._links.intra_node_gbps
                 return placed
         else:
@@ -615,7 +492,7 @@ class NetworkPerf:
             placed.model = job.model or ""
             placed.ideal_rate = job.total_iters / job.duration_s if job.duration_s > 0 else INF
             placed.compute_s = placed.dyn_bits = placed.static_comm_s = 0.0
-            placed.comm_pair = _NO_COMM
+            placed.comm_pair = NO_COMM
             placed.base_gbps, placed.ref_comm_s = INF, 0.0
             return placed
         placed.model = spec.name
@@ -624,7 +501,7 @@ class NetworkPerf:
         gradient_bytes = job.gradient_bytes or spec.gradient_bytes
         compute = max(self._compute_s(spec, n, t, gradient_bytes) for t in types)
         par = job.parallelism
-        if _is_mixed(par, n):
+        if is_mixed(par, n):
             # mixed parallel: its traffic depends on which worker runs on which GPU
             placed.compute_s = compute * (1.0 + pipeline_bubble_frac(
                 par.pipeline, self.config.pipeline_microbatches))
@@ -651,10 +528,10 @@ class NetworkPerf:
         if dyn_bits > 0 and not placed.crosses:
             static += dyn_bits / (base * 1e9)
         placed.static_comm_s = static
-        placed.comm_pair = _comm_pair(static, ref)
+        placed.comm_pair = comm_pair(static, ref)
         return placed
 
-    def _place_mapped(self, placed: _Placed, job: Job, par: Parallelism, level: Level) -> _Placed:
+    def _place_mapped(self, placed: Placed, job: Job, par: Parallelism, level: Level) -> Placed:
         """Communication of a mixed-parallel job from its job graph on the ordered GPUs.
 
         Worker ``v`` of the graph (`policies.parts.job_graph`) runs on
@@ -685,10 +562,10 @@ class NetworkPerf:
         placed.crosses = bool(cross)
         placed.cross_terms = tuple(cross) if cross else None
         placed.static_comm_s = static
-        placed.comm_pair = _comm_pair(static, ref)
+        placed.comm_pair = comm_pair(static, ref)
         return placed
 
-    def _place_state(self, state: JobState) -> _Placed:
+    def _place_state(self, state: JobState) -> Placed:
         """A running job's placement, copy by copy if it is forked.
 
         A forked job's placement covers all its GPUs (what its neighbours
@@ -706,8 +583,8 @@ class NetworkPerf:
         placed.racks = tuple(sorted({rack for copy in crossing for rack in copy.racks}))
         return placed
 
-    def _rate_forked(self, running: Mapping[str, JobState], affected: dict[str, _Placed],
-                     touched: list[_Placed], out: dict[str, float]) -> None:
+    def _rate_forked(self, running: Mapping[str, JobState], affected: dict[str, Placed],
+                     touched: list[Placed], out: dict[str, float]) -> None:
         """Re-rate the forked jobs that share a node or an uplink with ``touched``.
 
         A forked job's copies run at their own paces, so a change on any of its
@@ -737,7 +614,7 @@ class NetworkPerf:
                     comm += rate * copy_comm
                     extra += rate * max(0.0, copy_comm - copy.ref_comm_s)
                 out[job_id] = total
-                self._comm_now[job_id] = (comm / total, extra / total) if total > 0 else _NO_COMM
+                self._comm_now[job_id] = (comm / total, extra / total) if total > 0 else NO_COMM
 
     def _mapped_graph(self, job: Job, par: Parallelism) -> tuple[JobGraph, float]:
         """The job graph of a mixed-parallel job and its communication per step
@@ -759,7 +636,7 @@ class NetworkPerf:
             found = self._graph_cache[key] = (graph, ref)
         return found
 
-    def _mapped_comm(self, placed: _Placed, bandwidth: float) -> float:
+    def _mapped_comm(self, placed: Placed, bandwidth: float) -> float:
         """Communication per step of a mapped job whose cross-rack path runs at ``bandwidth`` Gb/s."""
         comm = placed.static_comm_s
         bps = bandwidth * 1e9
@@ -767,133 +644,17 @@ class NetworkPerf:
             comm += max(bits / bps, link_s)
         return comm
 
-    def _index(self, placed: _Placed, affected: dict[str, _Placed]) -> None:
-        """Add a running placement; update its neighbours' factors and its uplinks' shares.
-
-        Jobs whose pace or uplink bandwidth may have moved are added to ``affected``.
-        Interference weights lie in [0, 1] (``interference_scale`` and slowdowns
-        both do), so an arrival only lowers its neighbours' node factors and a
-        departure (`_unindex`) only raises them: a spread job's pace needs a
-        scan of its nodes only when its slowest node speeds up.
-        """
-        job_id = placed.job_id
-        self._placed[job_id] = placed
-        if placed.copies is not None:
-            self._forked[job_id] = placed
-        nodes = placed.nodes
-        factors = [1.0] * len(nodes)
-        if self._scale > 0:
-            row = placed.coeff = self._weights.row(placed.model, placed.gpu_type)
-            model_id = placed.model_id = self._weights.ids[placed.model]
-            partner = placed.partner
-            for i, node in enumerate(nodes):
-                size = self._node_size[node]
-                share = placed.node_gpus[i] / size
-                factor = 1.0
-                for other, other_gpus, j in self._node_jobs[node].values():
-                    if partner is not None and other.job_id == partner:
-                        other.partner = job_id
-                        continue
-                    factor *= 1.0 - row[other.model_id] * other_gpus / size
-                    theirs = other.coeff[model_id]
-                    if not theirs:
-                        continue
-                    # A newcomer only lowers factors: the pace moves iff this node is now the slowest.
-                    if j < 0:  # its only node: the node's factor is its pace
-                        value = other.factor * (1.0 - theirs * share)
-                    else:
-                        others = other.node_factors
-                        value = others[j] = others[j] * (1.0 - theirs * share)
-                    if value < other.factor:
-                        other.factor = value
-                        affected[other.job_id] = other
-                factors[i] = factor
-        if len(nodes) == 1:
-            placed.factor = factors[0]
-            self._node_jobs[nodes[0]][job_id] = (placed, placed.node_gpus[0], -1)
-        else:
-            placed.node_factors = factors
-            placed.factor = min(factors)
-            for i, node in enumerate(nodes):
-                self._node_jobs[node][job_id] = (placed, placed.node_gpus[i], i)
-        if placed.crosses:
-            cluster_gbps = self._cluster_gbps
-            for rack in placed.racks:
-                crossing = self._rack_cross[rack]
-                crossing[job_id] = placed
-                share = self._share[rack] = self._uplink_gbps[rack] / len(crossing)
-                if share < cluster_gbps:
-                    # the share fell: only jobs faster than the new share slow down
-                    for other_id, other in crossing.items():
-                        if other.bandwidth > share:
-                            affected[other_id] = other
-
-    def _unindex(self, placed: _Placed, affected: dict[str, _Placed]) -> None:
-        """Remove a placement; jobs whose pace or uplink bandwidth may have moved go to ``affected``."""
-        job_id = placed.job_id
-        del self._placed[job_id]
-        self._forked.pop(job_id, None)
-        partner = placed.partner
-        for i, node in enumerate(placed.nodes):
-            neighbours = self._node_jobs[node]
-            del neighbours[job_id]
-            if self._scale <= 0 or not neighbours:
-                continue
-            share = placed.node_gpus[i] / self._node_size[node]
-            alone = len(neighbours) == 1
-            model_id = placed.model_id
-            for other, _, j in neighbours.values():
-                if partner is not None and other.job_id == partner:
-                    other.partner = None  # runs on alone: the engine drops its pair factor
-                    continue
-                if alone:
-                    value = 1.0  # alone again: exactly 1, no rounding left over
-                else:
-                    theirs = other.coeff[model_id]
-                    if not theirs:
-                        continue
-                    value = (other.factor if j < 0 else other.node_factors[j]) / (1.0 - theirs * share)
-                # A leaver only raises factors: the pace moves iff this node was the slowest.
-                if j < 0:  # its only node: the node's factor is its pace
-                    if value == other.factor:
-                        continue
-                    other.factor = value
-                else:
-                    factors = other.node_factors
-                    old = factors[j]
-                    factors[j] = value
-                    if old != other.factor or value == old:
-                        continue
-                    pace = min(factors)
-                    if pace == old:
-                        continue
-                    other.factor = pace
-                affected[other.job_id] = other
-        if placed.crosses:
-            cluster_gbps = self._cluster_gbps
-            for rack in placed.racks:
-                crossing = self._rack_cross[rack]
-                del crossing[job_id]
-                old = self._share[rack]
-                self._share[rack] = self._uplink_gbps[rack] / len(crossing) if crossing else INF
-                if old < cluster_gbps:
-                    # the share rose: only jobs held at the old share may speed up
-                    held = old * (1.0 + 1e-12)
-                    for other_id, other in crossing.items():
-                        if other.bandwidth <= held:
-                            affected[other_id] = other
-
     def _what_if_context(self, job_id: str, running: Mapping[str, JobState]
-                         ) -> tuple[_Neighbours, _Sharing]:
+                         ) -> tuple[Neighbours, Sharing]:
         """Neighbours per node and cross-rack jobs per rack, as if ``job_id`` were added.
 
         Uses the live index when it covers ``running`` (the engine's case),
         else builds one from ``running`` (O(running)).
         """
         if len(running) <= len(self._placed):
-            return _Neighbours(self._node_jobs, running, job_id), _Sharing(self._rack_cross, running, job_id)
-        nodes: list[dict[str, tuple[_Placed, int, int]]] = [{} for _ in self._node_jobs]
-        racks: list[dict[str, _Placed]] = [{} for _ in self._rack_cross]
+            return Neighbours(self._node_jobs, running, job_id), Sharing(self._rack_cross, running, job_id)
+        nodes: list[dict[str, tuple[Placed, int, int]]] = [{} for _ in self._node_jobs]
+        racks: list[dict[str, Placed]] = [{} for _ in self._rack_cross]
         for other_id, state in running.items():
             if other_id == job_id:
                 continue
@@ -906,9 +667,9 @@ class NetworkPerf:
             if other.crosses:
                 for rack in other.racks:
                     racks[rack][other_id] = other
-        return _Neighbours(nodes, running, job_id), _Sharing(racks, running, job_id)
+        return Neighbours(nodes, running, job_id), Sharing(racks, running, job_id)
 
-    def _interference(self, placed: _Placed, nodes: _Neighbours | None) -> float:
+    def _interference(self, placed: Placed, nodes: Neighbours | None) -> float:
         """Speed factor from neighbours: the slowest node's product of neighbour factors."""
         if self._scale <= 0:
             return 1.0
@@ -925,7 +686,7 @@ class NetworkPerf:
             factor = min(factor, node_factor)
         return factor
 
-    def _bandwidth(self, placed: _Placed, sharing: _Sharing | None) -> tuple[float, str]:
+    def _bandwidth(self, placed: Placed, sharing: Sharing | None) -> tuple[float, str]:
         base = placed.base_gbps
         label = LINK_NAMES[placed.level]
         if placed.crosses:
@@ -936,8 +697,8 @@ class NetworkPerf:
                     base, label = share, UPLINK
         return base, label
 
-    def _step(self, placed: _Placed, nodes: _Neighbours | None,
-              sharing: _Sharing | None) -> tuple[float, float]:
+    def _step(self, placed: Placed, nodes: Neighbours | None,
+              sharing: Sharing | None) -> tuple[float, float]:
         """(seconds per step, communication seconds per step)."""
         comm = placed.static_comm_s
         if placed.crosses:
@@ -949,72 +710,3 @@ class NetworkPerf:
         if self._scale > 0:
             return placed.compute_s / self._interference(placed, nodes) + comm, comm
         return placed.compute_s + comm, comm
-
-
-class _Weights:
-    """Interference weights ``scale x slowdown(a, b, GPU type)`` as dense rows.
-
-    ``row(a, gpu_type)[ids[b]]`` is the weight of neighbour model ``b`` on
-    ``a``. Every row covers every model seen so far (a new model extends
-    them all), so the neighbour scans on the hot path index a list.
-    """
-
-    __slots__ = ("_interference", "_models", "_rows", "_scale", "ids")
-
-    def __init__(self, interference: Interference, scale: float) -> None:
-        self._interference = interference
-        self._scale = scale
-        self.ids: dict[str, int] = {}
-        self._models: list[str] = []
-        self._rows: dict[tuple[str, str], list[float]] = {}
-
-    def id_of(self, model: str) -> int:
-        found = self.ids.get(model)
-        if found is None:
-            found = self.ids[model] = len(self._models)
-            self._models.append(model)
-            for (a, gpu_type), row in self._rows.items():
-                row.append(self._weight(a, model, gpu_type))
-        return found
-
-    def row(self, model: str, gpu_type: str) -> list[float]:
-        found = self._rows.get((model, gpu_type))
-        if found is None:
-            self.id_of(model)
-            found = self._rows[(model, gpu_type)] = [
-                self._weight(model, other, gpu_type) for other in self._models]
-        return found
-
-    def _weight(self, model: str, other: str, gpu_type: str) -> float:
-        return self._scale * self._interference.slowdown(model, other, gpu_type)
-
-
-class _Neighbours:
-    """Per node, the (placement, GPUs there) of other running jobs, skipping one job."""
-
-    __slots__ = ("_nodes", "_running", "_skip")
-
-    def __init__(self, nodes: list[dict[str, tuple[_Placed, int, int]]], running: Mapping[str, object],
-                 skip: str) -> None:
-        self._nodes = nodes
-        self._running = running
-        self._skip = skip
-
-    def __getitem__(self, node: int) -> list[tuple[_Placed, int, int]]:
-        running, skip = self._running, self._skip
-        return [v for k, v in self._nodes[node].items() if k != skip and k in running]
-
-
-class _Sharing:
-    """Jobs crossing each rack uplink, counting one more job and no stale entries."""
-
-    __slots__ = ("_racks", "_running", "_skip")
-
-    def __init__(self, racks: list[dict[str, _Placed]], running: Mapping[str, object], skip: str) -> None:
-        self._racks = racks
-        self._running = running
-        self._skip = skip
-
-    def __getitem__(self, rack: int) -> int:
-        running, skip = self._running, self._skip
-        return 1 + sum(1 for k in self._racks[rack] if k != skip and k in running)

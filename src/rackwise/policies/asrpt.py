@@ -24,13 +24,14 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from rackwise.cluster.allocation import Allocation, TentativeAllocation
-from rackwise.cluster.graph_placement import (
+from rackwise.engine.view import ClusterView
+from rackwise.perf.graph_placement import (
     GraphPlacement,
     PlacementRecord,
     place_graph,
     placement_cost,
 )
-from rackwise.cluster.view import ClusterView
+from rackwise.perf.job_graph import JobGraph, build_job_graph
 from rackwise.policies.base import BasePolicy, Decisions, Start
 from rackwise.policies.parts.placement import get_placement
 from rackwise.policies.parts.predictor import (
@@ -41,7 +42,6 @@ from rackwise.policies.parts.predictor import (
 )
 from rackwise.policies.parts.virtual_machine import VirtualMachine
 from rackwise.workload.job import Job
-from rackwise.workload.job_graph import JobGraph, build_job_graph
 from rackwise.workload.state import JobState, Status
 
 Key = tuple[float, float, int]  # a virtual-machine priority, smallest first

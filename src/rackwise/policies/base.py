@@ -18,8 +18,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from rackwise.cluster.view import ClusterView
 from rackwise.engine.contract import NOTHING, Capabilities, Decisions, Policy, Start
+from rackwise.engine.view import ClusterView
 from rackwise.workload.job import Job
 
 __all__ = ["NOTHING", "BasePolicy", "Capabilities", "Decisions", "Policy", "PolicyWrapper", "Start"]

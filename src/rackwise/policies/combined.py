@@ -31,8 +31,9 @@ from typing import ClassVar
 import numpy as np
 
 from rackwise.cluster.allocation import Allocation, TentativeAllocation
-from rackwise.cluster.graph_placement import GraphPlacement, placement_cost
-from rackwise.cluster.view import ClusterView
+from rackwise.engine.view import ClusterView
+from rackwise.perf.graph_placement import GraphPlacement, placement_cost
+from rackwise.perf.job_graph import build_job_graph
 from rackwise.policies.asrpt import Asrpt
 from rackwise.policies.base import Decisions
 from rackwise.policies.parts.heterogeneity import (
@@ -48,7 +49,6 @@ from rackwise.policies.parts.locality import (
     target_level,
 )
 from rackwise.workload.job import Job
-from rackwise.workload.job_graph import build_job_graph
 from rackwise.workload.state import JobState
 
 DELAY = "delay"  # the ``placement`` value that turns on parts 2 and 3

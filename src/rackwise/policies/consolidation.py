@@ -25,7 +25,7 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from rackwise.cluster.allocation import TentativeAllocation
-from rackwise.cluster.view import ClusterView
+from rackwise.engine.view import ClusterView
 from rackwise.policies.base import BasePolicy, Decisions, Start
 from rackwise.policies.delay_tuner import TimerTuner, TimerUpdate
 from rackwise.policies.parts.locality import (

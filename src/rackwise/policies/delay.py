@@ -24,7 +24,7 @@ from typing import ClassVar, Literal
 import numpy as np
 
 from rackwise.cluster.allocation import TentativeAllocation
-from rackwise.cluster.view import ClusterView
+from rackwise.engine.view import ClusterView
 from rackwise.policies.base import Decisions, Start
 from rackwise.policies.consolidation import DelayScheduler, WaitState
 from rackwise.policies.delay_tuner import ClassProfile, TimerTuner, break_even_timer

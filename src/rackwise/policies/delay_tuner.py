@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from rackwise.policies.parts.locality import L0, L1
 
 if TYPE_CHECKING:
-    from rackwise.cluster.view import ClusterView
+    from rackwise.engine.view import ClusterView
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from rackwise.cluster.view import ClusterView
+from rackwise.engine.view import ClusterView
 from rackwise.policies.base import BasePolicy, Decisions
 from rackwise.policies.parts.ordering import start_in_order
 from rackwise.policies.parts.placement import get_placement

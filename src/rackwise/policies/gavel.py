@@ -17,7 +17,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from rackwise.cluster.view import ClusterView
+from rackwise.engine.view import ClusterView
 from rackwise.errors import InputError
 from rackwise.policies.base import BasePolicy, Capabilities, Decisions, Start
 from rackwise.policies.parts import lp, space_sharing

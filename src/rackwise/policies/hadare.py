@@ -21,7 +21,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from rackwise.cluster.view import ClusterView
+from rackwise.engine.view import ClusterView
 from rackwise.policies.base import Capabilities
 from rackwise.policies.hadar import Hadar, Layout, used_book
 from rackwise.policies.parts.primal_dual import PriceBook

@@ -9,7 +9,7 @@ Jobs go to ``n_agents`` FIFO queues by a stable hash of their group. At
 every scheduling call the agents, in an order shuffled by the run's
 generator, place their queue heads one at a time while they fit: each picks
 an anchor server with the trained actor (argmax over the feasible servers),
-and `rackwise.rl.placement` picks the GPUs. An agent whose head does not fit
+and `rackwise.policies.parts.marl.placement` picks the GPUs. An agent whose head does not fit
 waits (no backfilling within an agent). torch is imported in ``reset``, so
 listing the policy needs no extra.
 """
@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from rackwise.cluster.view import ClusterView
+from rackwise.engine.view import ClusterView
 from rackwise.errors import MissingExtraError
 from rackwise.policies.base import NOTHING, BasePolicy, Decisions, Start
 from rackwise.workload.job import Job
@@ -58,8 +58,8 @@ class Marl(BasePolicy):
         _check_extra()
         import torch
 
-        from rackwise.rl.encoder import topology_index
-        from rackwise.rl.features import GraphIndex
+        from rackwise.policies.parts.marl.encoder import topology_index
+        from rackwise.policies.parts.marl.features import GraphIndex
 
         torch.set_num_threads(self.torch_threads)
         self.checkpoint_ = _cached(self.checkpoint)
@@ -69,15 +69,15 @@ class Marl(BasePolicy):
         self.queues_: list[list[Job]] = [[] for _ in range(self.n_agents_)]
 
     def on_arrival(self, job: Job, now: float) -> None:
-        from rackwise.rl.features import agent_of
+        from rackwise.policies.parts.marl.features import agent_of
 
         self.queues_[agent_of(job, self.n_agents_)].append(job)
 
     def schedule(self, view: ClusterView, now: float) -> Decisions:
         if view.n_free == 0 or not any(self.queues_):
             return NOTHING
-        from rackwise.rl.features import Placed
-        from rackwise.rl.placement import place_anchored
+        from rackwise.policies.parts.marl.features import Placed
+        from rackwise.policies.parts.marl.placement import place_anchored
 
         free = view.tentative()
         placed = [Placed(s.job, s.gpu_ids) for s in view.running.values()]
@@ -109,8 +109,8 @@ class Marl(BasePolicy):
         """The agent's anchor server for its queue head (argmax of the actor), or None to wait."""
         import torch
 
-        from rackwise.rl.encoder import stack_obs
-        from rackwise.rl.features import observation
+        from rackwise.policies.parts.marl.encoder import stack_obs
+        from rackwise.policies.parts.marl.features import observation
 
         obs = observation(free, placed, self.queues_, agent, now=now, clock=0.0, index=self.index_,
                           predictor=self.checkpoint_.predictor, wait_allowed=False)
@@ -128,7 +128,7 @@ _LOADED: dict[str | None, Any] = {}
 def _cached(path: str | None) -> Any:
     """Each checkpoint is read once per process (runs and sweeps reset policies often)."""
     if path not in _LOADED:
-        from rackwise.rl.checkpoint import load
+        from rackwise.policies.parts.marl.checkpoint import load
 
         _LOADED[path] = load(path)
     return _LOADED[path]

@@ -10,7 +10,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from rackwise.cluster.view import ClusterView
+from rackwise.engine.view import ClusterView
 from rackwise.errors import InputError
 from rackwise.policies.base import BasePolicy, Decisions
 from rackwise.policies.parts.ordering import RankedQueue, preempt_ranked

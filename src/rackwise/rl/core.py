@@ -30,8 +30,8 @@ import numpy as np
 from rackwise.cluster.topology import Topology
 from rackwise.perf.base import PerfModel
 from rackwise.policies.base import NOTHING, BasePolicy, Decisions, Start
-from rackwise.rl.features import GraphIndex, Placed, agent_of, model_index, observation, residents
-from rackwise.rl.placement import place_anchored
+from rackwise.policies.parts.marl.features import GraphIndex, Placed, agent_of, model_index, observation, residents
+from rackwise.policies.parts.marl.placement import place_anchored
 from rackwise.sim.engine import Simulator
 from rackwise.workload.job import Job
 
@@ -88,7 +88,7 @@ class SchedulingCore:
         self.predictor = predictor
         self.queues: list[list[Job]] = [[] for _ in range(config.n_agents)]
         self.sim = Simulator(topology, jobs, _Bridge(self), perf=perf, seed=seed)
-        self.sim.policy.reset(self.sim.view, np.random.default_rng(seed))
+        self.sim.start()
         self.rng = np.random.default_rng(np.random.SeedSequence(seed).spawn(3)[2])
         self.index = GraphIndex.of(topology)
         self.waited: set[int] = set()
@@ -117,7 +117,7 @@ class SchedulingCore:
         return out
 
     def observe(self, agent: int) -> dict[str, np.ndarray]:
-        """The agent's observation (`rackwise.rl.features.observation`)."""
+        """The agent's observation (`rackwise.policies.parts.marl.features.observation`)."""
         sim = self.sim
         span = max(sim.jobs[-1].submit_time, 1.0) if sim.jobs else 1.0
         obs = observation(sim.allocation, self.placed(), self.queues, agent, now=sim.now,

@@ -5,11 +5,11 @@ is several schedulers sharing one cluster, each with its own job stream
 (PettingZoo ``ParallelEnv``). Both wrap `SchedulingCore`; its docstring
 defines decision points, conflicts and the reward.
 
-Observation (a ``Dict`` of arrays, see `rackwise.rl.features`): ``gpu``,
+Observation (a ``Dict`` of arrays, see `rackwise.policies.parts.marl.features`): ``gpu``,
 ``server``, ``rack`` (graph features), ``job`` (the queue head), ``candidate``
 (per server), ``queues`` (every agent's queue summary; for a centralised
 critic), ``clock`` and ``mask`` (int8, 1 = allowed). Action: ``Discrete(S + 1)``;
-``s < S`` anchors the head at server ``s`` (GPUs by `rackwise.rl.placement`),
+``s < S`` anchors the head at server ``s`` (GPUs by `rackwise.policies.parts.marl.placement`),
 ``S`` waits (or is the no-op of an agent with nothing to decide). A masked
 action is treated as waiting and counted in ``info["invalid"]``.
 """
@@ -23,10 +23,8 @@ import numpy as np
 
 from rackwise.cluster.topology import Topology, uniform_cluster
 from rackwise.perf.base import PerfModel
-from rackwise.rl import require
-from rackwise.rl.core import CoreConfig, SchedulingCore, StepInfo
-from rackwise.rl.episodes import sample_episode
-from rackwise.rl.features import (
+from rackwise.policies.parts.marl import require
+from rackwise.policies.parts.marl.features import (
     N_CANDIDATE_FEATURES,
     N_GPU_FEATURES,
     N_QUEUE_FEATURES,
@@ -34,6 +32,8 @@ from rackwise.rl.features import (
     N_SERVER_FEATURES,
     job_feature_size,
 )
+from rackwise.rl.core import CoreConfig, SchedulingCore, StepInfo
+from rackwise.rl.episodes import sample_episode
 from rackwise.workload.job import Job
 
 if TYPE_CHECKING:

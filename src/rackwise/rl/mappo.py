@@ -21,13 +21,13 @@ import numpy as np
 
 from rackwise.cluster.topology import Topology, uniform_cluster
 from rackwise.perf.model import NetworkPerf
-from rackwise.rl import require
-from rackwise.rl.checkpoint import Checkpoint, ModelConfig, save
+from rackwise.policies.parts.marl import require
+from rackwise.policies.parts.marl.checkpoint import Checkpoint, ModelConfig, save
+from rackwise.policies.parts.marl.encoder import ActorCritic, stack_obs, topology_index
+from rackwise.policies.parts.marl.interference import Predictor, fit_interference, sample_colocations
 from rackwise.rl.core import CoreConfig, SchedulingCore
 from rackwise.rl.curves import write_curves
-from rackwise.rl.encoder import ActorCritic, stack_obs, topology_index
 from rackwise.rl.episodes import sample_episode
-from rackwise.rl.interference import Predictor, fit_interference, sample_colocations
 
 torch = require("torch")
 

@@ -19,11 +19,11 @@ import numpy as np
 
 from rackwise.cluster.allocation import Allocation
 from rackwise.cluster.topology import Topology
-from rackwise.cluster.view import ClusterView
 from rackwise.engine.checks import EngineSupport, check_decisions
 from rackwise.engine.contract import Decisions, Policy
 from rackwise.engine.hooks import notify
 from rackwise.engine.seeding import run_generators
+from rackwise.engine.view import ClusterView
 from rackwise.errors import InputError, RackwiseError
 from rackwise.metrics.records import JobRecord, Timeline
 from rackwise.perf.base import IdealPerf, PerfModel, forked_rate

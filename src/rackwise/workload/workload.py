@@ -8,13 +8,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, overload
+from typing import Protocol, overload
 
 from rackwise.errors import InputError, UnknownNameError, suggest
 from rackwise.workload.job import Job
 
-if TYPE_CHECKING:
-    from rackwise.cluster.topology import Topology
+
+class Cluster(Protocol):
+    """What `Workload.check_fits` needs of a cluster (a `rackwise.cluster.topology.Topology` is one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def n_gpus(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True, repr=False)
@@ -66,7 +73,7 @@ class Workload(Sequence[Job]):
     def __iter__(self) -> Iterator[Job]:
         return iter(self.jobs)
 
-    def check_fits(self, topology: Topology) -> None:
+    def check_fits(self, topology: Cluster) -> None:
         """Raise `InputError` for the first job asking more GPUs than ``topology`` has."""
         capacity = topology.n_gpus
         for job, line in zip(self.jobs, self.lines):

@@ -18,7 +18,7 @@ import numpy as np
 
 from rackwise.cluster.allocation import FreeGpus
 from rackwise.cluster.topology import Topology
-from rackwise.cluster.view import ClusterView
+from rackwise.engine.view import ClusterView
 from rackwise.workload.state import JobState
 
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
-from rackwise.cluster.view import ClusterView
+from rackwise.engine.view import ClusterView
 from rackwise.policies.base import Decisions, Start
 from rackwise.policies.parts.placement import Placement
 from rackwise.workload.state import JobState, Status

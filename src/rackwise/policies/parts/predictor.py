@@ -26,8 +26,8 @@ from statistics import median
 from typing import Any
 
 from rackwise.errors import MissingExtraError
+from rackwise.perf.job_graph import job_parallelism
 from rackwise.workload.job import Job
-from rackwise.workload.job_graph import job_parallelism
 
 INSTALL_HINT = "pip install 'rackwise[ml]'"
 NAME_TAGS = ("name", "job_name")  # a job's name, if the trace kept it

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rackwise.cluster.view import ClusterView
+from rackwise.engine.view import ClusterView
 from rackwise.errors import InputError
 from rackwise.policies.parts.lp import Pairs
 from rackwise.workload.state import JobState

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, cast
 
-from rackwise.rl import require
-from rackwise.rl.features import (
+from rackwise.policies.parts.marl import require
+from rackwise.policies.parts.marl.features import (
     N_CANDIDATE_FEATURES,
     N_GPU_FEATURES,
     N_QUEUE_FEATURES,
@@ -64,7 +64,8 @@ class _Siblings(nn.Module):
             message = h.mean(dim=1, keepdim=True).expand_as(h)
         else:
             message = scatter_mean(h, index, n_groups)[:, index]
-        return self.norm(h + torch.relu(self.update(torch.cat([h, message], dim=-1))))
+        out: torch.Tensor = self.norm(h + torch.relu(self.update(torch.cat([h, message], dim=-1))))
+        return out
 
 
 class HierarchicalEncoder(nn.Module):
@@ -146,7 +147,8 @@ class ActorCritic(nn.Module):
         """Centralised state value, one per batch row."""
         z = self.critic_encoder(obs, gpu_server, server_rack)
         x = torch.cat([z["dc"], obs["queues"].flatten(1), obs["clock"]], dim=-1)
-        return self.value_head(x).squeeze(-1)
+        value: torch.Tensor = self.value_head(x).squeeze(-1)
+        return value
 
 
 def n_parameters(module: Any) -> int:

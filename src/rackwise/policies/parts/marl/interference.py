@@ -24,8 +24,8 @@ import numpy as np
 from rackwise.perf.config import PerfConfig
 from rackwise.perf.interference import Interference
 from rackwise.perf.throughput import default_table
-from rackwise.rl import require
-from rackwise.rl.features import MODELS, N_MODELS, GraphIndex, Placed, model_index
+from rackwise.policies.parts.marl import require
+from rackwise.policies.parts.marl.features import MODELS, N_MODELS, GraphIndex, Placed, model_index
 from rackwise.workload.job import Job
 
 if TYPE_CHECKING:
@@ -134,7 +134,8 @@ class Predictor:
         """Predicted log-slowdown of each sample."""
         target, neighbour, share, _ = _tensors(samples)
         with torch.no_grad():
-            return self.model(target, neighbour, share).numpy().astype(np.float64)
+            predicted: np.ndarray = self.model(target, neighbour, share).numpy().astype(np.float64)
+        return predicted
 
     def pair_terms(self, a: Sequence[int], b: Sequence[int], share: Sequence[float]) -> np.ndarray:
         if not len(a):

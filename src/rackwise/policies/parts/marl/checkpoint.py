@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from rackwise.errors import InputError
-from rackwise.rl import require
+from rackwise.policies.parts.marl import require
 
 SHIPPED = Path(__file__).parent / "data" / "marl"
 
@@ -59,8 +59,8 @@ def load(path: str | Path | None = None) -> Checkpoint:
         MissingExtraError: torch is not installed.
     """
     torch = require("torch")
-    from rackwise.rl.encoder import ActorCritic
-    from rackwise.rl.interference import InterferenceModel, Predictor
+    from rackwise.policies.parts.marl.encoder import ActorCritic
+    from rackwise.policies.parts.marl.interference import InterferenceModel, Predictor
 
     stem = Path(path).with_suffix("") if path is not None else SHIPPED
     weights, config_path = stem.with_suffix(".pt"), stem.with_suffix(".json")

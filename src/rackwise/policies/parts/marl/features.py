@@ -30,7 +30,7 @@ import numpy as np
 from rackwise.cluster.allocation import FreeGpus
 from rackwise.cluster.topology import Topology
 from rackwise.perf.catalogue import CATALOGUE
-from rackwise.rl.placement import feasible_servers, place_anchored
+from rackwise.policies.parts.marl.placement import feasible_servers, place_anchored
 from rackwise.workload.job import Job
 
 FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(spec.family for spec in CATALOGUE.values()))

@@ -25,6 +25,7 @@ import re
 from dataclasses import dataclass
 
 from rackwise.errors import InputError
+from rackwise.perf.catalogue import resolve_model
 from rackwise.workload.job import Job, Parallelism
 
 TP, PP, DP = "tp", "pp", "dp"
@@ -76,10 +77,6 @@ def _squash(name: str) -> str:
 
 def _catalogue_entry(name: str) -> tuple[str, float, float] | None:
     """(family, parameters, gradient bytes per parameter) from the performance catalogue."""
-    try:
-        from rackwise.perf.catalogue import resolve_model
-    except ImportError:  # a tree without the catalogue
-        return None
     try:
         spec = resolve_model(name)
     except InputError:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from rackwise.cluster.allocation import FreeGpus
 from rackwise.cluster.topology import Links, Topology
-from rackwise.workload.job_graph import JobGraph, direction_share, sequential_hops
+from rackwise.perf.job_graph import JobGraph, direction_share, sequential_hops
 
 # Swap refinement is quadratic in (super-)vertices; beyond this the seed stands.
 KL_MAX_VERTICES = 128

@@ -1,0 +1,150 @@
+"""`RunningIndex`: which running placements share each node and each rack uplink.
+
+It keeps every placement's pace (its slowest node's interference factor) and
+each uplink's share current as jobs start and stop, and names the jobs whose
+pace or share may have moved, so only those are re-rated.
+"""
+
+from __future__ import annotations
+
+from rackwise.perf.breakdown import INF
+from rackwise.perf.placed import Placed
+from rackwise.perf.views import Weights
+
+
+class RunningIndex:
+    """Running placements by node and by crossed rack uplink, with their factors and shares."""
+
+    __slots__ = ("cluster_gbps", "forked", "node_jobs", "node_size", "placed", "rack_cross", "scale",
+                 "share", "uplink_gbps", "weights")
+
+    def __init__(self, node_size: tuple[int, ...], uplink_gbps: tuple[float, ...], cluster_gbps: float,
+                 weights: Weights, scale: float) -> None:
+        self.node_size = node_size
+        self.uplink_gbps = uplink_gbps
+        self.cluster_gbps = cluster_gbps
+        self.weights = weights
+        self.scale = scale
+        self.placed: dict[str, Placed] = {}
+        # per node: job id -> (placement, its GPUs there, the node's position in its
+        # node_factors, or -1 for a placement on one node)
+        self.node_jobs: list[dict[str, tuple[Placed, int, int]]] = [{} for _ in node_size]
+        self.rack_cross: list[dict[str, Placed]] = [{} for _ in uplink_gbps]
+        self.share = [INF] * len(uplink_gbps)  # uplink Gb/s per crossing job
+        self.forked: dict[str, Placed] = {}  # running jobs forked into copies
+
+    def add(self, placed: Placed, affected: dict[str, Placed]) -> None:
+        """Add a running placement; update its neighbours' factors and its uplinks' shares.
+
+        Jobs whose pace or uplink bandwidth may have moved are added to ``affected``.
+        Interference weights lie in [0, 1] (``interference_scale`` and slowdowns
+        both do), so an arrival only lowers its neighbours' node factors and a
+        departure (`remove`) only raises them: a spread job's pace needs a
+        scan of its nodes only when its slowest node speeds up.
+        """
+        job_id = placed.job_id
+        self.placed[job_id] = placed
+        if placed.copies is not None:
+            self.forked[job_id] = placed
+        nodes = placed.nodes
+        factors = [1.0] * len(nodes)
+        if self.scale > 0:
+            row = placed.coeff = self.weights.row(placed.model, placed.gpu_type)
+            model_id = placed.model_id = self.weights.ids[placed.model]
+            partner = placed.partner
+            for i, node in enumerate(nodes):
+                size = self.node_size[node]
+                share = placed.node_gpus[i] / size
+                factor = 1.0
+                for other, other_gpus, j in self.node_jobs[node].values():
+                    if partner is not None and other.job_id == partner:
+                        other.partner = job_id
+                        continue
+                    factor *= 1.0 - row[other.model_id] * other_gpus / size
+                    theirs = other.coeff[model_id]
+                    if not theirs:
+                        continue
+                    # A newcomer only lowers factors: the pace moves iff this node is now the slowest.
+                    if j < 0:  # its only node: the node's factor is its pace
+                        value = other.factor * (1.0 - theirs * share)
+                    else:
+                        others = other.node_factors
+                        value = others[j] = others[j] * (1.0 - theirs * share)
+                    if value < other.factor:
+                        other.factor = value
+                        affected[other.job_id] = other
+                factors[i] = factor
+        if len(nodes) == 1:
+            placed.factor = factors[0]
+            self.node_jobs[nodes[0]][job_id] = (placed, placed.node_gpus[0], -1)
+        else:
+            placed.node_factors = factors
+            placed.factor = min(factors)
+            for i, node in enumerate(nodes):
+                self.node_jobs[node][job_id] = (placed, placed.node_gpus[i], i)
+        if placed.crosses:
+            cluster_gbps = self.cluster_gbps
+            for rack in placed.racks:
+                crossing = self.rack_cross[rack]
+                crossing[job_id] = placed
+                share = self.share[rack] = self.uplink_gbps[rack] / len(crossing)
+                if share < cluster_gbps:
+                    # the share fell: only jobs faster than the new share slow down
+                    for other_id, other in crossing.items():
+                        if other.bandwidth > share:
+                            affected[other_id] = other
+
+    def remove(self, placed: Placed, affected: dict[str, Placed]) -> None:
+        """Remove a placement; jobs whose pace or uplink bandwidth may have moved go to ``affected``."""
+        job_id = placed.job_id
+        del self.placed[job_id]
+        self.forked.pop(job_id, None)
+        partner = placed.partner
+        for i, node in enumerate(placed.nodes):
+            neighbours = self.node_jobs[node]
+            del neighbours[job_id]
+            if self.scale <= 0 or not neighbours:
+                continue
+            share = placed.node_gpus[i] / self.node_size[node]
+            alone = len(neighbours) == 1
+            model_id = placed.model_id
+            for other, _, j in neighbours.values():
+                if partner is not None and other.job_id == partner:
+                    other.partner = None  # runs on alone: the engine drops its pair factor
+                    continue
+                if alone:
+                    value = 1.0  # alone again: exactly 1, no rounding left over
+                else:
+                    theirs = other.coeff[model_id]
+                    if not theirs:
+                        continue
+                    value = (other.factor if j < 0 else other.node_factors[j]) / (1.0 - theirs * share)
+                # A leaver only raises factors: the pace moves iff this node was the slowest.
+                if j < 0:  # its only node: the node's factor is its pace
+                    if value == other.factor:
+                        continue
+                    other.factor = value
+                else:
+                    factors = other.node_factors
+                    old = factors[j]
+                    factors[j] = value
+                    if old != other.factor or value == old:
+                        continue
+                    pace = min(factors)
+                    if pace == old:
+                        continue
+                    other.factor = pace
+                affected[other.job_id] = other
+        if placed.crosses:
+            cluster_gbps = self.cluster_gbps
+            for rack in placed.racks:
+                crossing = self.rack_cross[rack]
+                del crossing[job_id]
+                old = self.share[rack]
+                self.share[rack] = self.uplink_gbps[rack] / len(crossing) if crossing else INF
+                if old < cluster_gbps:
+                    # the share rose: only jobs held at the old share may speed up
+                    held = old * (1.0 + 1e-12)
+                    for other_id, other in crossing.items():
+                        if other.bandwidth <= held:
+                            affected[other_id] = other

@@ -1,0 +1,31 @@
+"""The MARL policy's run-time parts (the ``rl`` extra; see ``docs/policies/marl.md``).
+
+`features` turns the cluster and the agents' queues into observations,
+`encoder` is the hierarchical GNN (GPU -> server -> rack -> datacenter) with
+the actor and critic, `interference` the learned co-location slowdown model,
+`placement` picks GPUs around the server an agent chose, and `checkpoint`
+saves and loads trained weights (one ships in ``data/``). Training lives in
+`rackwise.rl`.
+
+Importing this package imports no torch; the modules that need it say so
+with `MissingExtraError` (`require`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from rackwise.errors import MissingExtraError
+
+INSTALL_HINT = "pip install 'rackwise[rl]'"
+
+
+def require(module: str) -> ModuleType:
+    """Import an optional dependency of the ``rl`` extra, or raise a one-line `MissingExtraError`."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MissingExtraError(
+            f"'{module}' is not installed; the MARL scheduler needs the rl extra: {INSTALL_HINT}"
+        ) from None
