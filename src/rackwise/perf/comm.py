@@ -14,7 +14,7 @@ ring leaves that rack, so a cross-rack job gets at most ``uplink / k`` from
 each rack it spans; congestion can only lower its bandwidth.
 
 A mixed-parallel job (tensor or pipeline degree above 1) is priced on its
-worker mapping instead: `cluster.graph_placement.placement_cost`
+worker mapping instead: `perf.graph_placement.placement_cost`
 reads the job graph on the ordered GPUs and gives, per kind of traffic
 (tensor ring, pipeline, data ring), the per-direction bytes of the busiest
 GPU inside its server, the busiest server NIC and the busiest rack uplink.
