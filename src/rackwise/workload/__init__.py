@@ -27,7 +27,17 @@ _LAZY = {
     "generate": "rackwise.workload.synthetic",
 }
 
-__all__ = sorted(["Job", "Parallelism", "Workload", *_LAZY])
+__all__ = [
+    "ColumnMapping",
+    "Job",
+    "Parallelism",
+    "Workload",
+    "WorkloadModel",
+    "generate",
+    "read_csv",
+    "read_gavel",
+    "read_philly_json",
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -82,7 +82,7 @@ class Job:
             if index is None:
                 raise TypeError(f"Job has no field '{name}'")
             values[index] = value
-        return Job(*values)  # type: ignore[arg-type]
+        return Job(*values)
 
 
 _FIELD_NAMES = tuple(item.name for item in fields(Job))

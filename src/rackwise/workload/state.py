@@ -14,7 +14,7 @@ from enum import Enum
 from rackwise.workload.job import Job
 
 
-class Status(str, Enum):
+class Status(str, Enum):  # noqa: UP042  (StrEnum would change str() of records)
     WAITING = "waiting"  # submitted later than now (only in snapshots)
     PENDING = "pending"
     RUNNING = "running"

@@ -26,7 +26,14 @@ _EXPORTS = {
 
 FORMATS = ("csv", "gavel", "philly-json")
 
-__all__ = sorted([*_EXPORTS, "FORMATS", "read"])
+__all__ = [
+    "FORMATS",
+    "ColumnMapping",
+    "read",
+    "read_csv",
+    "read_gavel",
+    "read_philly_json",
+]
 
 
 def read(path: str | Path, trace_format: str = "csv", *,

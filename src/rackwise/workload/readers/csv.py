@@ -8,6 +8,7 @@ and assume no quoted field spans several lines.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from itertools import repeat
 from pathlib import Path
 from typing import Any, Literal
@@ -253,7 +254,7 @@ def table_to_workload(table: pd.DataFrame, *, name: str, source: str,
 # --------------------------------------------------------------------------- helpers
 
 
-def _parse(path: Path, text_columns: dict[str, type]) -> pd.DataFrame:
+def _parse(path: Path, text_columns: Mapping[str, type]) -> pd.DataFrame:
     compression = "gzip" if path.suffix == ".gz" else None
     try:
         return pd.read_csv(path, dtype=text_columns, compression=compression,
@@ -299,7 +300,7 @@ def _number(raw: pd.DataFrame, column: str, source: str, lines: np.ndarray) -> n
             at = int(np.argmax(bad))
             raise _fail(f"not a number: {values.iloc[at]!r}", source, int(lines[at]), column)
         values = numeric
-    array = values.to_numpy(dtype=np.float64, na_value=np.nan)
+    array: np.ndarray = values.to_numpy(dtype=np.float64, na_value=np.nan)
     finite = np.isfinite(array)
     if not finite.all():
         at = int(np.argmax(~finite))
