@@ -30,6 +30,8 @@ class Workload(Sequence[Job]):
         n_gpus_field: Name of the source column or key that gave ``n_gpus``,
             so errors about a job's size point at it.
         n_skipped: Records the reader left out (incomplete or unusable).
+        skipped_by_reason: ``(reason, count)`` pairs of the records left out
+            by declared filters, in the order the filters run.
     """
 
     jobs: tuple[Job, ...]
@@ -38,6 +40,7 @@ class Workload(Sequence[Job]):
     lines: tuple[int, ...] = ()
     n_gpus_field: str = "n_gpus"
     n_skipped: int = 0
+    skipped_by_reason: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.lines:

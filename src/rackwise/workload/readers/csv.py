@@ -8,6 +8,7 @@ and assume no quoted field spans several lines.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from itertools import repeat
 from pathlib import Path
@@ -19,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from rackwise.errors import InputError
 from rackwise.workload.job import Job
+from rackwise.workload.readers.row_filters import RowFilters, apply_row_filters, format_skipped
 from rackwise.workload.workload import Workload
 
 TIME_UNITS_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0, "h": 3600.0}
@@ -61,6 +63,7 @@ class ColumnMapping(BaseModel):
     total_iters: str | None = None
     units: dict[str, TimeUnit] = {}
     constants: dict[str, str | int | float] = {}
+    skip: RowFilters = RowFilters()
 
     @model_validator(mode="after")
     def _consistent(self) -> ColumnMapping:
@@ -117,13 +120,14 @@ class ColumnMapping(BaseModel):
 
 
 def read_csv(path: str | Path, mapping: ColumnMapping | None = None, *,
-             time_unit: str = "s") -> Workload:
+             time_unit: str = "s", strict: bool = False) -> Workload:
     """Read a workload from a CSV file.
 
     Args:
         path: The file; ``*.gz`` is decompressed.
         mapping: Column names; the default fits the shipped traces.
-        time_unit: Unit of the time columns: ``s``, ``ms``, ``min`` or ``h``.
+        time_unit: Unit of the time columns: ``s``, ``ms``, ``us``, ``min`` or ``h``.
+        strict: Refuse the file at the first row the mapping's filters would skip.
 
     Returns:
         The jobs in file order, each remembering its line.
@@ -132,16 +136,21 @@ def read_csv(path: str | Path, mapping: ColumnMapping | None = None, *,
         InputError: naming the file, line and column of the first bad value.
     """
     mapping = mapping or ColumnMapping()
-    table = read_table(path, mapping, time_unit=time_unit)
-    return table_to_workload(table, name=_stem(Path(path)), source=str(path),
-                             n_gpus_field=mapping.n_gpus or "constants.n_gpus")
+    table = read_table(path, mapping, time_unit=time_unit, strict=strict)
+    workload = table_to_workload(table, name=_stem(Path(path)), source=str(path),
+                                 n_gpus_field=mapping.n_gpus or "constants.n_gpus")
+    skipped = table.attrs.get("skipped", {})
+    return dataclasses.replace(workload, n_skipped=sum(skipped.values()),
+                               skipped_by_reason=tuple(skipped.items()))
 
 
-def read_table(path: str | Path, mapping: ColumnMapping, *, time_unit: str = "s") -> pd.DataFrame:
+def read_table(path: str | Path, mapping: ColumnMapping, *, time_unit: str = "s",
+               strict: bool = False) -> pd.DataFrame:
     """Read and check a CSV file into a frame with rackwise field names.
 
     The frame has one column per mapped field (times in seconds) and a
-    ``line`` column; rows keep file order.
+    ``line`` column; rows keep file order. ``frame.attrs["skipped"]`` counts
+    the rows the mapping's filters skipped, by reason.
     """
     if time_unit not in TIME_UNITS_S:
         raise InputError(f"unknown time unit {time_unit!r}; use one of "
@@ -155,11 +164,21 @@ def read_table(path: str | Path, mapping: ColumnMapping, *, time_unit: str = "s"
             raise InputError(f"missing column '{column}' (for {field}); the header has: "
                              f"{', '.join(map(str, raw.columns))}",
                              source=source, line=1, field=column)
-    raw = raw[list(dict.fromkeys(columns.values()))]
+    for column in mapping.skip.columns():
+        if column not in raw.columns:
+            raise InputError(f"missing column '{column}' (for skip); the header has: "
+                             f"{', '.join(map(str, raw.columns))}",
+                             source=source, line=1, field=column)
+    raw = raw[list(dict.fromkeys([*columns.values(), *mapping.skip.columns()]))]
     blank = raw.isna().all(axis=1)
     if blank.any():  # blank lines: dropped, but the index keeps later line numbers right
         raw = raw[~blank]
+    raw, skipped = apply_row_filters(raw, mapping.skip, n_gpus_column=columns.get("n_gpus"),
+                                     source=source, strict=strict)
     if raw.empty:
+        if sum(skipped.values()):
+            raise InputError(f"no jobs left after skipping rows: {format_skipped(skipped)}",
+                             source=source)
         raise InputError("no jobs: the file has only a header", source=source)
     lines = raw.index.to_numpy(dtype=np.int64) + 2
     out: dict[str, Any] = {"line": lines}
@@ -231,7 +250,9 @@ def read_table(path: str | Path, mapping: ColumnMapping, *, time_unit: str = "s"
             out[field] = values.astype(object).where(values.notna(), None).to_numpy(dtype=object)
         elif field in mapping.constants:
             out[field] = np.full(n_rows, str(mapping.constants[field]), dtype=object)
-    return pd.DataFrame(out)
+    table = pd.DataFrame(out)
+    table.attrs["skipped"] = skipped
+    return table
 
 
 def table_to_workload(table: pd.DataFrame, *, name: str, source: str,
