@@ -81,8 +81,12 @@ class Workload(Sequence[Job]):
                     source=self.source or self.name, line=line or None, field=self.n_gpus_field)
 
     def drop_oversized(self, n_gpus: int) -> Workload:
-        """A copy without the jobs that ask for more than ``n_gpus`` GPUs."""
-        return self._keep([i for i, job in enumerate(self.jobs) if job.n_gpus <= n_gpus])
+        """A copy without the jobs that ask for more than ``n_gpus`` GPUs, counted as ``oversized``."""
+        kept = self._keep([i for i, job in enumerate(self.jobs) if job.n_gpus <= n_gpus])
+        dropped = len(self.jobs) - len(kept.jobs)
+        return Workload(jobs=kept.jobs, name=kept.name, source=kept.source, lines=kept.lines,
+                        n_gpus_field=kept.n_gpus_field, n_skipped=kept.n_skipped + dropped,
+                        skipped_by_reason=(*kept.skipped_by_reason, ("oversized", dropped)))
 
     def select(self, *, groups: str | Iterable[str] | None = None, start_s: float | None = None,
                end_s: float | None = None, first_n: int | None = None) -> Workload:
@@ -125,4 +129,4 @@ class Workload(Sequence[Job]):
         return Workload(
             jobs=tuple(self.jobs[i] for i in indices), name=self.name, source=self.source,
             lines=tuple(self.lines[i] for i in indices), n_gpus_field=self.n_gpus_field,
-            n_skipped=self.n_skipped)
+            n_skipped=self.n_skipped, skipped_by_reason=self.skipped_by_reason)
