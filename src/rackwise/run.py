@@ -47,6 +47,7 @@ class WorkloadConfig(BaseModel):
     end_s: float | None = None
     first_n: int | None = Field(default=None, gt=0)
     skip_oversized: bool = False
+    strict: bool = False  # refuse a trace file at the first row its mapping would skip
     # Arrival-rate factor: gaps between submissions are divided by it (1 = as recorded).
     load: float = Field(default=1.0, gt=0)
 
@@ -93,7 +94,8 @@ def load_workload(config: WorkloadConfig) -> Workload:
         from rackwise.workload import readers
 
         assert config.file is not None
-        workload = readers.read(config.file, config.format, mapping=config.mapping)
+        workload = readers.read(config.file, config.format, mapping=config.mapping,
+                                strict=config.strict)
         workload = workload.select(groups=config.groups, start_s=config.start_s,
                                    end_s=config.end_s, first_n=config.first_n)
     return scale_arrivals(workload, config.load) if config.load != 1.0 else workload
@@ -140,9 +142,12 @@ def execute(config: RunConfig,
     return simulator.run(), workload
 
 
-def summary_of(result: SimResult, config: RunConfig) -> dict[str, Any]:
-    """Figures, plus what produced them, for ``summary.json``."""
+def summary_of(result: SimResult, config: RunConfig,
+               workload: Workload | None = None) -> dict[str, Any]:
+    """Figures, plus what produced them (and the trace rows left out), for ``summary.json``."""
+    skipped = dict(workload.skipped_by_reason) if workload is not None else {}
     return {
+        "skipped_rows": skipped,
         "figures": summarize(result.records, result.timeline, result.topology.n_gpus),
         "config": config.model_dump(mode="json"),
         "policy": repr(result.policy),
@@ -154,7 +159,7 @@ def summary_of(result: SimResult, config: RunConfig) -> dict[str, Any]:
 
 
 def save(result: SimResult, config: RunConfig, out_dir: str | Path,
-         fmt: TableFormat = "parquet") -> Path:
+         fmt: TableFormat = "parquet", workload: Workload | None = None) -> Path:
     """Write ``jobs``, ``timeline`` and ``summary.json`` into ``out_dir``."""
     tables = {"jobs": records_frame(result.records), "timeline": timeline_frame(result.timeline)}
-    return write_results(out_dir, tables, summary_of(result, config), fmt=fmt)
+    return write_results(out_dir, tables, summary_of(result, config, workload), fmt=fmt)

@@ -80,6 +80,7 @@ def simulate(
     end_s: options.EndS = None,
     first_n: options.FirstN = None,
     skip_oversized: options.SkipOversized = False,
+    strict: options.Strict = False,
     policy: Annotated[str, typer.Option(help="Scheduling policy (see `rackwise policies`).")] = "fifo",
     param: Annotated[list[str] | None, typer.Option(
         "--param", "-p", help="Policy parameter key=value (repeatable).")] = None,
@@ -108,7 +109,7 @@ def simulate(
             workload=WorkloadConfig(
                 trace=trace, file=trace_file, format=trace_format, mapping=mapping,  # type: ignore[arg-type]
                 groups=groups.split(",") if groups else None, start_s=start_s, end_s=end_s,
-                first_n=first_n, skip_oversized=skip_oversized),
+                first_n=first_n, skip_oversized=skip_oversized, strict=strict),
             cluster=ClusterConfig(spec=cluster, nodes=nodes, gpus_per_node=gpus_per_node,
                                   nodes_per_rack=nodes_per_rack, gpu_type=gpu_type),
             policy=policy, policy_params=parse_params(param, "--param"),
@@ -127,7 +128,11 @@ def simulate(
             progress.close()
         name = trace or (trace_file.stem if trace_file else "trace")
         folder = save(result, config, out or Path("results") / f"{name}-{policy}-s{seed}",
-                      fmt=table_format)  # type: ignore[arg-type]
+                      fmt=table_format, workload=workload)  # type: ignore[arg-type]
+        if any(count for _, count in workload.skipped_by_reason):
+            from rackwise.workload.readers.row_filters import format_skipped
+
+            console.print(f"{workload.source}: {format_skipped(dict(workload.skipped_by_reason))}")
         if forecast_at:
             from rackwise.forecast.accuracy import figures as forecast_figures
 

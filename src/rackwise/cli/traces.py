@@ -1,13 +1,15 @@
-"""``rackwise traces list|describe``: the shipped real traces."""
+"""``rackwise traces list|describe``: the shipped real traces, or the shape of a trace file."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from rackwise.cli import options
 from rackwise.cli.errors import reported
 
 app = typer.Typer(help="The real traces shipped with rackwise.", no_args_is_help=True)
@@ -29,22 +31,43 @@ def list_traces() -> None:
 
 
 @app.command("describe")
-def describe(name: Annotated[str, typer.Argument(help="A shipped trace name.")]) -> None:
-    """Shape of one trace: GPU counts, durations, groups, and its licence."""
+def describe(name: Annotated[str, typer.Argument(help="A shipped trace name, or a trace file.")],
+             mapping: options.Mapping = None, trace_format: options.TraceFormat = "csv",
+             strict: options.Strict = False) -> None:
+    """Shape of a trace before any simulation: jobs, GPU sizes, arrivals, skipped rows.
+
+    A shipped trace also shows its durations, groups and licence.
+    """
+    if Path(name).is_file() or mapping is not None or trace_format != "csv":
+        _describe_file(Path(name), mapping, trace_format, strict=strict)
+        return
     from rackwise import traces
 
     with reported():
         info = traces.describe(name)
         text = traces.attribution(name)
-    table = Table(title=name, show_header=False)
+    console = Console()
+    console.print(_figures_table(name, info))
+    console.print(text)
+
+
+def _describe_file(path: Path, mapping: Path | None, trace_format: str, *, strict: bool) -> None:
+    from rackwise.workload import readers
+    from rackwise.workload.shape import shape
+
+    with reported():
+        workload = readers.read(path, trace_format, mapping=mapping, strict=strict)
+    Console().print(_figures_table(str(path), shape(workload)))
+
+
+def _figures_table(title: str, info: dict[str, object]) -> Table:
+    table = Table(title=title, show_header=False)
     table.add_column("figure", style="bold")
     table.add_column("value")
     for key, value in info.items():
         if isinstance(value, dict):
-            value = ", ".join(f"{k}: {v}" for k, v in value.items())
+            value = ", ".join(f"{k}: {v}" for k, v in value.items()) or "none"
         elif isinstance(value, float):
             value = f"{value:,.1f}"
         table.add_row(key, str(value))
-    console = Console()
-    console.print(table)
-    console.print(text)
+    return table

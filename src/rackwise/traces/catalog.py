@@ -16,6 +16,7 @@ from rackwise.workload.readers.csv import ColumnMapping, read_table, table_to_wo
 from rackwise.workload.workload import Workload
 
 _MAPPING = ColumnMapping()  # the shipped files use the default header
+_N_GPUS_COLUMN = _MAPPING.columns()["n_gpus"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +118,7 @@ def load(name: str, *, groups: str | Iterable[str] | None = None, start_s: float
     if rebase:
         selected = selected.assign(submit_time=selected["submit_time"] -
                                    selected["submit_time"].iloc[0])
-    return table_to_workload(selected, name=name, source=name, n_gpus_field=_MAPPING.n_gpus)
+    return table_to_workload(selected, name=name, source=name, n_gpus_field=_N_GPUS_COLUMN)
 
 
 def describe(name: str) -> dict[str, Any]:

@@ -37,6 +37,8 @@ class Workload(Sequence[Job]):
         n_gpus_field: Name of the source column or key that gave ``n_gpus``,
             so errors about a job's size point at it.
         n_skipped: Records the reader left out (incomplete or unusable).
+        skipped_by_reason: ``(reason, count)`` pairs of the records left out
+            by declared filters, in the order the filters run.
     """
 
     jobs: tuple[Job, ...]
@@ -45,6 +47,7 @@ class Workload(Sequence[Job]):
     lines: tuple[int, ...] = ()
     n_gpus_field: str = "n_gpus"
     n_skipped: int = 0
+    skipped_by_reason: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.lines:
@@ -85,8 +88,12 @@ class Workload(Sequence[Job]):
                     source=self.source or self.name, line=line or None, field=self.n_gpus_field)
 
     def drop_oversized(self, n_gpus: int) -> Workload:
-        """A copy without the jobs that ask for more than ``n_gpus`` GPUs."""
-        return self._keep([i for i, job in enumerate(self.jobs) if job.n_gpus <= n_gpus])
+        """A copy without the jobs that ask for more than ``n_gpus`` GPUs, counted as ``oversized``."""
+        kept = self._keep([i for i, job in enumerate(self.jobs) if job.n_gpus <= n_gpus])
+        dropped = len(self.jobs) - len(kept.jobs)
+        return Workload(jobs=kept.jobs, name=kept.name, source=kept.source, lines=kept.lines,
+                        n_gpus_field=kept.n_gpus_field, n_skipped=kept.n_skipped + dropped,
+                        skipped_by_reason=(*kept.skipped_by_reason, ("oversized", dropped)))
 
     def select(self, *, groups: str | Iterable[str] | None = None, start_s: float | None = None,
                end_s: float | None = None, first_n: int | None = None) -> Workload:
@@ -129,4 +136,4 @@ class Workload(Sequence[Job]):
         return Workload(
             jobs=tuple(self.jobs[i] for i in indices), name=self.name, source=self.source,
             lines=tuple(self.lines[i] for i in indices), n_gpus_field=self.n_gpus_field,
-            n_skipped=self.n_skipped)
+            n_skipped=self.n_skipped, skipped_by_reason=self.skipped_by_reason)

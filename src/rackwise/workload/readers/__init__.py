@@ -30,7 +30,8 @@ __all__ = ["FORMATS", "ColumnMapping", "read", "read_csv", "read_gavel", "read_p
 
 
 def read(path: str | Path, trace_format: str = "csv", *,
-         mapping: ColumnMapping | str | Path | None = None, time_unit: str = "s") -> Workload:
+         mapping: ColumnMapping | str | Path | None = None, time_unit: str = "s",
+         strict: bool = False) -> Workload:
     """Read a trace file in one of `FORMATS`.
 
     Args:
@@ -38,13 +39,14 @@ def read(path: str | Path, trace_format: str = "csv", *,
         trace_format: ``csv`` (through ``mapping``), ``gavel`` or ``philly-json``.
         mapping: For ``csv``: a `ColumnMapping`, or a YAML file holding one.
         time_unit: For ``csv``: unit of the time columns.
+        strict: For ``csv``: refuse the file at the first row its mapping's filters skip.
     """
     if trace_format == "csv":
         from rackwise.workload.readers.csv import ColumnMapping, read_csv
 
         if mapping is not None and not isinstance(mapping, ColumnMapping):
             mapping = ColumnMapping.from_yaml(mapping)
-        return read_csv(path, mapping, time_unit=time_unit)
+        return read_csv(path, mapping, time_unit=time_unit, strict=strict)
     if trace_format not in FORMATS:
         raise UnknownNameError(f"unknown trace format {trace_format!r}."
                                f"{suggest(trace_format, FORMATS)} Known: {', '.join(FORMATS)}")

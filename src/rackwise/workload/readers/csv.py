@@ -8,42 +8,89 @@ and assume no quoted field spans several lines.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from itertools import repeat
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from rackwise.errors import InputError
 from rackwise.workload.job import Job
+from rackwise.workload.readers.row_filters import RowFilters, apply_row_filters, format_skipped
 from rackwise.workload.workload import Workload
 
-TIME_UNITS_S = {"s": 1.0, "ms": 1e-3, "min": 60.0, "h": 3600.0}
+TIME_UNITS_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0, "h": 3600.0}
+
+TimeUnit = Literal["s", "ms", "us", "min", "h", "datetime"]
 
 _TEXT_FIELDS = ("job_id", "group", "user", "model")
+_COLUMN_FIELDS = ("job_id", "submit_time", "n_gpus", "duration_s", "start_time", "end_time",
+                  "group", "user", "model", "batch_size", "total_iters")
+_TIME_FIELDS = ("submit_time", "duration_s", "start_time", "end_time")
+_CONSTANT_FIELDS = ("submit_time", "n_gpus", "group", "user", "model", "batch_size",
+                    "total_iters")
 
 
 class ColumnMapping(BaseModel):
     """Which CSV column holds each job field (``None``: the file has no such column).
 
-    Time columns (``submit_time``, ``duration_s``) are read in the unit given
-    to `read_csv` and converted to seconds.
+    Time columns (``submit_time``, ``duration_s``, ``start_time``,
+    ``end_time``) are read in the unit given to `read_csv` unless ``units``
+    names one for the field (``s``, ``ms``, ``us``, ``min``, ``h``, or
+    ``datetime`` for date-time strings), and converted to seconds. Without a
+    ``duration_s`` column the duration is ``end_time`` minus ``start_time``
+    (or minus ``submit_time`` when no start column is mapped). A field with
+    no column may take one value for every job from ``constants``. Submit
+    times read as date-times count from the earliest one in the file.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     job_id: str = "job_id"
-    submit_time: str = "submit_time"
-    n_gpus: str = "num_gpus"
-    duration_s: str = "duration"
+    submit_time: str | None = "submit_time"
+    n_gpus: str | None = "num_gpus"
+    duration_s: str | None = "duration"
+    start_time: str | None = None
+    end_time: str | None = None
     group: str | None = "cluster"
     user: str | None = None
     model: str | None = None
     batch_size: str | None = None
     total_iters: str | None = None
+    units: dict[str, TimeUnit] = {}
+    constants: dict[str, str | int | float] = {}
+    skip: RowFilters = RowFilters()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ColumnMapping:
+        for field in self.units:
+            if field not in _TIME_FIELDS:
+                raise ValueError(f"units: {field!r} is not a time field; use one of "
+                                 f"{', '.join(_TIME_FIELDS)}")
+        if self.units.get("duration_s") == "datetime":
+            raise ValueError("units: duration_s cannot be a datetime")
+        for field in self.constants:
+            if field not in _CONSTANT_FIELDS:
+                raise ValueError(f"constants: {field!r} cannot be a constant; use one of "
+                                 f"{', '.join(_CONSTANT_FIELDS)}")
+            if getattr(self, field) is not None:
+                raise ValueError(f"constants: {field!r} is also mapped to column "
+                                 f"{getattr(self, field)!r}; set it to null to use the constant")
+        for field in ("submit_time", "n_gpus"):
+            if getattr(self, field) is None and field not in self.constants:
+                raise ValueError(f"{field} needs a column or a constant")
+        if self.duration_s is None and self.end_time is None:
+            raise ValueError("duration_s needs a column, or end_time (minus start_time "
+                             "or submit_time)")
+        if self.duration_s is not None and self.end_time is not None:
+            raise ValueError("map either duration_s or end_time, not both")
+        if self.start_time is not None and self.end_time is None:
+            raise ValueError("start_time is only used with end_time")
+        return self
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> ColumnMapping:
@@ -62,22 +109,25 @@ class ColumnMapping(BaseModel):
             return cls.model_validate(data)
         except ValidationError as exc:
             first = exc.errors()[0]
-            field = ".".join(str(part) for part in first["loc"])
-            raise InputError(first["msg"], source=str(path), field=field) from None
+            field = ".".join(str(part) for part in first["loc"]) or None
+            message = str(first["msg"]).removeprefix("Value error, ")
+            raise InputError(message, source=str(path), field=field) from None
 
     def columns(self) -> dict[str, str]:
         """Field -> column for every mapped field."""
-        return {field: column for field, column in self.model_dump().items() if column is not None}
+        return {field: column for field in _COLUMN_FIELDS
+                if (column := getattr(self, field)) is not None}
 
 
 def read_csv(path: str | Path, mapping: ColumnMapping | None = None, *,
-             time_unit: str = "s") -> Workload:
+             time_unit: str = "s", strict: bool = False) -> Workload:
     """Read a workload from a CSV file.
 
     Args:
         path: The file; ``*.gz`` is decompressed.
         mapping: Column names; the default fits the shipped traces.
-        time_unit: Unit of the time columns: ``s``, ``ms``, ``min`` or ``h``.
+        time_unit: Unit of the time columns: ``s``, ``ms``, ``us``, ``min`` or ``h``.
+        strict: Refuse the file at the first row the mapping's filters would skip.
 
     Returns:
         The jobs in file order, each remembering its line.
@@ -86,16 +136,21 @@ def read_csv(path: str | Path, mapping: ColumnMapping | None = None, *,
         InputError: naming the file, line and column of the first bad value.
     """
     mapping = mapping or ColumnMapping()
-    table = read_table(path, mapping, time_unit=time_unit)
-    return table_to_workload(table, name=_stem(Path(path)), source=str(path),
-                             n_gpus_field=mapping.n_gpus)
+    table = read_table(path, mapping, time_unit=time_unit, strict=strict)
+    workload = table_to_workload(table, name=_stem(Path(path)), source=str(path),
+                                 n_gpus_field=mapping.n_gpus or "constants.n_gpus")
+    skipped = table.attrs.get("skipped", {})
+    return dataclasses.replace(workload, n_skipped=sum(skipped.values()),
+                               skipped_by_reason=tuple(skipped.items()))
 
 
-def read_table(path: str | Path, mapping: ColumnMapping, *, time_unit: str = "s") -> pd.DataFrame:
+def read_table(path: str | Path, mapping: ColumnMapping, *, time_unit: str = "s",
+               strict: bool = False) -> pd.DataFrame:
     """Read and check a CSV file into a frame with rackwise field names.
 
     The frame has one column per mapped field (times in seconds) and a
-    ``line`` column; rows keep file order.
+    ``line`` column; rows keep file order. ``frame.attrs["skipped"]`` counts
+    the rows the mapping's filters skipped, by reason.
     """
     if time_unit not in TIME_UNITS_S:
         raise InputError(f"unknown time unit {time_unit!r}; use one of "
@@ -109,15 +164,32 @@ def read_table(path: str | Path, mapping: ColumnMapping, *, time_unit: str = "s"
             raise InputError(f"missing column '{column}' (for {field}); the header has: "
                              f"{', '.join(map(str, raw.columns))}",
                              source=source, line=1, field=column)
-    raw = raw[list(dict.fromkeys(columns.values()))]
+    for column in mapping.skip.columns():
+        if column not in raw.columns:
+            raise InputError(f"missing column '{column}' (for skip); the header has: "
+                             f"{', '.join(map(str, raw.columns))}",
+                             source=source, line=1, field=column)
+    raw = raw[list(dict.fromkeys([*columns.values(), *mapping.skip.columns()]))]
     blank = raw.isna().all(axis=1)
     if blank.any():  # blank lines: dropped, but the index keeps later line numbers right
         raw = raw[~blank]
+    raw, skipped = apply_row_filters(raw, mapping.skip, n_gpus_column=columns.get("n_gpus"),
+                                     source=source, strict=strict)
     if raw.empty:
+        if sum(skipped.values()):
+            raise InputError(f"no jobs left after skipping rows: {format_skipped(skipped)}",
+                             source=source)
         raise InputError("no jobs: the file has only a header", source=source)
     lines = raw.index.to_numpy(dtype=np.int64) + 2
     out: dict[str, Any] = {"line": lines}
-    scale = TIME_UNITS_S[time_unit]
+    n_rows = len(raw)
+
+    def seconds(field: str) -> np.ndarray:
+        column = columns[field]
+        unit = mapping.units.get(field, time_unit)
+        if unit == "datetime":
+            return _datetime_s(raw, column, source, lines)
+        return _number(raw, column, source, lines) * TIME_UNITS_S[unit]
 
     job_ids = _text(raw, columns["job_id"], source, lines, required=True)
     duplicated = job_ids.duplicated()
@@ -128,28 +200,59 @@ def read_table(path: str | Path, mapping: ColumnMapping, *, time_unit: str = "s"
                          source=source, line=int(lines[at]), field=columns["job_id"])
     out["job_id"] = job_ids.to_numpy(dtype=object)
 
-    submit = _number(raw, columns["submit_time"], source, lines)
-    _require(submit, submit >= 0.0, "must not be negative", columns["submit_time"], source,
-             lines)
-    out["submit_time"] = submit * scale
+    if "submit_time" in columns:
+        submit = seconds("submit_time")
+        if mapping.units.get("submit_time") == "datetime":
+            # Epoch seconds only matter relative to the trace's first arrival.
+            submit_origin = float(submit.min())
+        else:
+            submit_origin = 0.0
+            _require(submit, submit >= 0.0, "must not be negative", columns["submit_time"],
+                     source, lines)
+    else:
+        submit = np.full(n_rows, _constant_number(mapping, "submit_time", source), np.float64)
+        submit_origin = 0.0
 
-    duration = _number(raw, columns["duration_s"], source, lines)
-    _require(duration, duration > 0.0, "must be positive", columns["duration_s"], source,
-             lines)
-    out["duration_s"] = duration * scale
+    if "duration_s" in columns:
+        duration = seconds("duration_s")
+        duration_column = columns["duration_s"]
+    else:
+        end = seconds("end_time")
+        begin = seconds("start_time") if "start_time" in columns else submit
+        duration = end - begin
+        duration_column = columns["end_time"]
+    _require(duration, duration > 0.0, "must be positive", duration_column, source, lines)
+    submit = submit - submit_origin
+    _require(submit, submit >= 0.0, "must not be negative", columns.get("submit_time", ""),
+             source, lines)
+    out["submit_time"] = submit
+    out["duration_s"] = duration
 
-    out["n_gpus"] = _whole(raw, columns["n_gpus"], source, lines, minimum=1)
+    if "n_gpus" in columns:
+        out["n_gpus"] = _whole(raw, columns["n_gpus"], source, lines, minimum=1)
+    else:
+        out["n_gpus"] = np.full(n_rows, _constant_whole(mapping, "n_gpus", source), np.int64)
     if "batch_size" in columns:
         out["batch_size"] = _whole(raw, columns["batch_size"], source, lines, minimum=1)
+    elif "batch_size" in mapping.constants:
+        out["batch_size"] = np.full(n_rows, _constant_whole(mapping, "batch_size", source),
+                                    np.int64)
     if "total_iters" in columns:
         iters = _number(raw, columns["total_iters"], source, lines)
         _require(iters, iters > 0.0, "must be positive", columns["total_iters"], source, lines)
         out["total_iters"] = iters
+    elif "total_iters" in mapping.constants:
+        out["total_iters"] = np.full(n_rows, _constant_number(mapping, "total_iters", source),
+                                     np.float64)
     for field in ("group", "user", "model"):
         if field in columns:
             values = _text(raw, columns[field], source, lines, required=False)
             out[field] = values.astype(object).where(values.notna(), None).to_numpy(dtype=object)
-    return pd.DataFrame(out)
+        elif field in mapping.constants:
+            out[field] = np.full(n_rows, str(mapping.constants[field]), dtype=object)
+    table = pd.DataFrame(out)
+    table.attrs["skipped"] = skipped
+    return table
 
 
 def table_to_workload(table: pd.DataFrame, *, name: str, source: str,
@@ -236,6 +339,40 @@ def _whole(raw: pd.DataFrame, column: str, source: str, lines: np.ndarray, *,
         raise _fail(f"not a whole number: {array[at]:g}", source, int(lines[at]), column)
     _require(array, array >= minimum, f"must be at least {minimum}", column, source, lines)
     return array.astype(np.int64)
+
+
+def _constant_number(mapping: ColumnMapping, field: str, source: str) -> float:
+    value = mapping.constants[field]
+    if isinstance(value, str) or not np.isfinite(value) or value < 0:
+        raise InputError(f"constant must be a non-negative number, got {value!r}",
+                         source=source, field=f"constants.{field}")
+    return float(value)
+
+
+def _constant_whole(mapping: ColumnMapping, field: str, source: str) -> int:
+    value = _constant_number(mapping, field, source)
+    if value != int(value) or value < 1:
+        raise InputError(f"constant must be a whole number of at least 1, got {value:g}",
+                         source=source, field=f"constants.{field}")
+    return int(value)
+
+
+def _datetime_s(raw: pd.DataFrame, column: str, source: str, lines: np.ndarray) -> np.ndarray:
+    """Seconds since the Unix epoch of date-time strings (naive ones read as UTC)."""
+    values = raw[column]
+    missing = values.isna().to_numpy()
+    if missing.any():
+        at = int(np.argmax(missing))
+        raise _fail("empty value", source, int(lines[at]), column)
+    parsed = pd.to_datetime(values.astype(str), errors="coerce", utc=True, format="mixed")
+    bad = parsed.isna().to_numpy()
+    if bad.any():
+        at = int(np.argmax(bad))
+        raise _fail(f"not a date-time: {values.iloc[at]!r}", source, int(lines[at]), column)
+    epoch = pd.Timestamp(0, tz="UTC")
+    seconds: np.ndarray = ((parsed - epoch) / pd.Timedelta(seconds=1)).to_numpy(
+        dtype=np.float64)
+    return seconds
 
 
 def _require(values: np.ndarray, ok: np.ndarray, message: str, column: str, source: str,
