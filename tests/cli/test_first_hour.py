@@ -1,0 +1,54 @@
+"""What a new user meets first: the install covers the README, errors are one line, --version."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rackwise.cli import app
+from rackwise.experiments import grid
+
+RUNNER = CliRunner()
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_plain_install_brings_what_the_readme_commands_import() -> None:
+    # `pip install .` (README line 1) must cover `rackwise report` and `compare ... asrpt`
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = {requirement.split(">")[0].split("=")[0] for requirement in project["dependencies"]}
+    assert {"matplotlib", "scikit-learn"} <= names
+
+
+def test_version_prints_the_package_version() -> None:
+    result = RUNNER.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.startswith("rackwise ")
+    assert result.output.split()[1][0].isdigit() or result.output.split()[1] == "unknown"
+
+
+@pytest.mark.parametrize(("flags", "expected"), [
+    (["--trace", "itp_2021", "--first-n", "0"], "error: first_n: Input should be greater than 0"),
+    (["--trace-file", "jobs.parquet", "--format", "parquet"], "error: format: Input should be"),
+])
+def test_pydantic_errors_are_one_line_and_exit_2(flags: list[str], expected: str) -> None:
+    result = RUNNER.invoke(app, ["simulate", *flags, "--policy", "fifo"])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith(expected)
+    assert "https://" not in lines[0]
+
+
+def test_compare_keeps_the_extra_in_its_hint_and_fails_on_a_skip(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hint = "the random-forest predictor needs scikit-learn: pip install 'rackwise[ml]'"
+    monkeypatch.setattr(grid, "policy_skip_reasons",
+                        lambda experiment, source: {"asrpt": hint})
+    result = RUNNER.invoke(app, ["compare", "--trace", "itp_2021", "--first-n", "50", "--nodes", "4",
+                                 "--policies", "fifo,asrpt", "--jobs", "1", "--out", str(tmp_path / "c")])
+    assert result.exit_code == 1, result.output
+    assert "pip install 'rackwise[ml]'" in "".join(result.output.splitlines())  # rich wraps at 80
+    assert "1 of 2 policies skipped" in result.output
