@@ -52,3 +52,13 @@ def test_compare_keeps_the_extra_in_its_hint_and_fails_on_a_skip(
     assert result.exit_code == 1, result.output
     assert "pip install 'rackwise[ml]'" in "".join(result.output.splitlines())  # rich wraps at 80
     assert "1 of 2 policies skipped" in result.output
+
+
+def test_default_results_folder_names_every_parameter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    base = ["simulate", "--trace", "itp_2021", "--first-n", "50", "--nodes", "4", "--policy", "fifo"]
+    for extra in ([], ["-p", "backfill=true"], ["-p", "backfill=true", "-p", "placement=best-fit"]):
+        assert RUNNER.invoke(app, [*base, *extra]).exit_code == 0
+    folders = sorted(path.name for path in (tmp_path / "results").iterdir())
+    assert folders == ["itp_2021-fifo-backfill=true-placement=best-fit-s0",
+                       "itp_2021-fifo-backfill=true-s0", "itp_2021-fifo-s0"]

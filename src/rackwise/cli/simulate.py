@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from rackwise.cli import options
@@ -24,7 +25,7 @@ class _LazyProgress:
         self.console = console
         self.started = time.perf_counter()
         self.progress: Progress | None = None
-        self.task = 0
+        self.task = TaskID(0)
 
     def __call__(self, done: int, total: int) -> None:
         if self.progress is None:
@@ -70,6 +71,20 @@ def print_summary(console: Console, figures: dict[str, float], title: str) -> No
     console.print(table)
 
 
+def default_folder_name(trace: str, policy: str, seed: int, params: list[str] | None,
+                        perf: str, perf_params: list[str] | None) -> str:
+    """``TRACE-POLICY[-KEY=VALUE...][-perf-MODEL[-KEY=VALUE...]]-sSEED``.
+
+    Every -p and --perf-param value is in the name, so variants of one run do not
+    overwrite each other's folder; characters unsafe in a file name become ``_``.
+    """
+    parts = [trace, policy, *sorted(params or [])]
+    if perf != "ideal":
+        parts += [f"perf-{perf}", *sorted(perf_params or [])]
+    parts.append(f"s{seed}")
+    return re.sub(r"[^A-Za-z0-9_.,=+-]", "_", "-".join(parts))
+
+
 def simulate(
     trace: options.Trace = None,
     trace_file: options.TraceFile = None,
@@ -81,7 +96,8 @@ def simulate(
     first_n: options.FirstN = None,
     skip_oversized: options.SkipOversized = False,
     policy: Annotated[str, typer.Option(help="Scheduling policy (see `rackwise policies`).")] = "fifo",
-    param: Annotated[list[str] | None, typer.Option("--param", "-p", help="Policy parameter key=value (repeatable).")] = None,
+    param: Annotated[list[str] | None, typer.Option(
+        "--param", "-p", help="Policy parameter key=value (repeatable); a tuple as key=[a,b].")] = None,
     cluster: options.Cluster = None,
     nodes: options.Nodes = 64,
     gpus_per_node: options.GpusPerNode = 8,
@@ -92,8 +108,10 @@ def simulate(
     seed: Annotated[int, typer.Option(help="Seed of every random choice in the run.")] = 0,
     out: Annotated[Path | None, typer.Option(help="Results folder (default results/TRACE-POLICY-sSEED).")] = None,
     table_format: Annotated[str, typer.Option("--table-format", help="parquet or csv.")] = "parquet",
-    forecast_at: Annotated[list[float] | None, typer.Option(help="Forecast at this second (repeatable); writes forecast.parquet, forecast beside outcome.")] = None,
-    forecast_samples: Annotated[int, typer.Option(help="With --forecast-at: sampled runs per forecast for the p10-p90 band.")] = 0,
+    forecast_at: Annotated[list[float] | None, typer.Option(
+        help="Forecast at this second (repeatable); writes forecast.parquet, forecast beside outcome.")] = None,
+    forecast_samples: Annotated[int, typer.Option(
+        help="With --forecast-at: sampled runs per forecast for the p10-p90 band.")] = 0,
 ) -> None:
     """Simulate POLICY on a trace and a cluster; print a summary and write a results folder.
 
@@ -123,7 +141,8 @@ def simulate(
         finally:
             progress.close()
         name = trace or (trace_file.stem if trace_file else "trace")
-        folder = save(result, config, out or Path("results") / f"{name}-{policy}-s{seed}",
+        folder = save(result, config, out or Path("results") / default_folder_name(
+                          name, policy, seed, param, perf, perf_param),
                       fmt=table_format)  # type: ignore[arg-type]
         if forecast_at:
             from rackwise.forecast.accuracy import figures as forecast_figures
