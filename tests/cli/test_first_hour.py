@@ -62,3 +62,33 @@ def test_default_results_folder_names_every_parameter(tmp_path: Path, monkeypatc
     folders = sorted(path.name for path in (tmp_path / "results").iterdir())
     assert folders == ["itp_2021-fifo-backfill=true-placement=best-fit-s0",
                        "itp_2021-fifo-backfill=true-s0", "itp_2021-fifo-s0"]
+
+
+def _readme_commands() -> list[list[str]]:
+    """Each ``rackwise ...`` command of the README's code blocks, continuation lines joined, comments cut."""
+    import shlex
+
+    text = (ROOT / "README.md").read_text().replace("\\\n", " ")
+    commands = []
+    for line in text.splitlines():
+        line = line.split("  #")[0].strip()
+        if line.startswith("rackwise "):
+            commands.append(shlex.split(line)[1:])
+    return commands
+
+
+def test_every_file_the_readme_names_ships() -> None:
+    named = [arg for command in _readme_commands() for arg in command
+             if arg.startswith(("examples/", "experiments/"))]
+    assert named, "the README names no shipped file"
+    missing = [path for path in named if not (ROOT / path).is_file()]
+    assert not missing
+
+
+def test_readme_bring_your_own_trace_command_runs_as_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    [command] = [command for command in _readme_commands() if "--trace-file" in command]
+    monkeypatch.chdir(ROOT)
+    result = RUNNER.invoke(app, [*command, "--out", str(tmp_path / "own")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "own" / "jobs.parquet").is_file()
