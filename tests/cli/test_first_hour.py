@@ -92,3 +92,23 @@ def test_readme_bring_your_own_trace_command_runs_as_written(
     result = RUNNER.invoke(app, [*command, "--out", str(tmp_path / "own")])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "own" / "jobs.parquet").is_file()
+
+
+def test_unknown_gpu_type_flag_is_refused_with_the_known_types() -> None:
+    result = RUNNER.invoke(app, ["simulate", "--trace", "itp_2021", "--first-n", "10", "--nodes", "2",
+                                 "--gpu-type", "rtx9090", "--policy", "fifo"])
+    assert result.exit_code == 2
+    [line] = result.output.strip().splitlines()
+    assert "--gpu-type" in line and "rtx9090" in line and "v100" in line
+
+
+def test_unknown_gpu_type_in_a_cluster_file_is_refused(tmp_path: Path) -> None:
+    spec = tmp_path / "rtx.yaml"
+    spec.write_text("name: rtx\nnodes_per_rack: 2\nnode_groups:\n"
+                    "  - {count: 2, gpus_per_node: 4, gpu_type: rtx9090}\n"
+                    "links: {intra_rack_gbps: 100, cross_rack_gbps: 100}\n")
+    result = RUNNER.invoke(app, ["simulate", "--trace", "itp_2021", "--first-n", "10",
+                                 "--cluster", str(spec), "--policy", "fifo", "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2
+    [line] = result.output.strip().splitlines()
+    assert "rtx.yaml" in line and "node_groups.gpu_type" in line and "known types" in line
