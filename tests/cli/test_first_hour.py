@@ -112,3 +112,15 @@ def test_unknown_gpu_type_in_a_cluster_file_is_refused(tmp_path: Path) -> None:
     assert result.exit_code == 2
     [line] = result.output.strip().splitlines()
     assert "rtx.yaml" in line and "node_groups.gpu_type" in line and "known types" in line
+
+
+def test_results_folder_is_not_private(tmp_path: Path) -> None:
+    import os
+
+    out = tmp_path / "run"
+    result = RUNNER.invoke(app, ["simulate", "--trace", "itp_2021", "--first-n", "10", "--nodes", "2",
+                                 "--policy", "fifo", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    mask = os.umask(0)
+    os.umask(mask)
+    assert out.stat().st_mode & 0o777 == 0o777 & ~mask
