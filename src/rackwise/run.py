@@ -74,11 +74,33 @@ class RunConfig(BaseModel):
     seed: int = 0
 
 
+def known_gpu_types() -> tuple[str, ...]:
+    """GPU types the performance catalogue can price: measured ones and those with a speed-up over V100."""
+    from rackwise.perf.config import PerfConfig
+    from rackwise.perf.throughput import default_table
+
+    return tuple(sorted({*default_table().gpu_types, *PerfConfig().gpu_speedup_vs_v100}))
+
+
 def build_cluster(config: ClusterConfig) -> Topology:
+    """The cluster of a run; a GPU type the performance catalogue does not know is refused.
+
+    Raises:
+        InputError: an unknown GPU type, naming the flag or file and the known types.
+    """
     if config.spec is not None:
-        return load_cluster(config.spec)
-    return uniform_cluster(config.nodes, config.gpus_per_node, config.nodes_per_rack,
-                           config.gpu_type.lower())
+        topology = load_cluster(config.spec)
+        source, where = str(config.spec), "node_groups.gpu_type"
+    else:
+        topology = uniform_cluster(config.nodes, config.gpus_per_node, config.nodes_per_rack,
+                                   config.gpu_type.lower())
+        source, where = None, "--gpu-type"
+    known = known_gpu_types()
+    unknown = [gpu_type for gpu_type in topology.gpu_types if gpu_type not in known]
+    if unknown:
+        raise InputError(f"unknown GPU type '{unknown[0]}'; known types: {', '.join(known)}",
+                         source=source, field=where)
+    return topology
 
 
 def load_workload(config: WorkloadConfig) -> Workload:

@@ -6,6 +6,9 @@ and turns rackwise's named errors into a one-line message and exit code 2.
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
+from typing import Annotated
+
 import typer
 
 from rackwise.cli import compare, forecast, policies, report, reproduce, serve, simulate, sweep, traces, train
@@ -17,6 +20,28 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _print_version(requested: bool) -> None:
+    if not requested:
+        return
+    try:
+        number = version("rackwise")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        number = "unknown"
+    print(f"rackwise {number}")
+    raise typer.Exit()
+
+
+@app.callback()
+def main(
+    show_version: Annotated[bool, typer.Option(
+        "--version", help="Print rackwise's version and exit.", callback=_print_version,
+        is_eager=True)] = False,
+) -> None:
+    """Schedule deep-learning training jobs on GPU clusters, and simulate schedulers on real traces."""
+
+
 app.command("simulate")(simulate.simulate)
 app.command("compare")(compare.compare)
 app.command("sweep")(sweep.sweep)

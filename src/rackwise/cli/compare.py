@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from rackwise.cli import options
@@ -55,7 +57,8 @@ def print_comparison(console: Console, result: Comparison, title: str) -> None:
         table.add_row(label, *cells)
     console.print(table)
     for label, reason in result.skipped.items():
-        console.print(f"skipped {label}: {reason}")
+        # escaped: rich would read an extra's name, e.g. ``rackwise[ml]``, as markup and drop it
+        console.print(f"skipped {escape(label)}: {escape(reason)}")
 
 
 def compare(
@@ -86,6 +89,8 @@ def compare(
     """Simulate several POLICIES on the same workload, cluster and seed; print each figure
     relative to a baseline and write a results folder (one sub-folder per policy).
 
+    Exits 1, after printing the others, when a policy was skipped (e.g. for a missing extra).
+
     Example: rackwise compare --trace philly_2017 --first-n 2000 --policies fifo,tiresias,dally
     """
     console = Console()
@@ -107,3 +112,7 @@ def compare(
                                     on_done=advance)
     print_comparison(console, result, f"{len(result.ratios)} policies on {workload.label}, seed {seed}")
     console.print(f"results in {result.out_dir}/")
+    if result.skipped:
+        # a comparison missing a policy the user asked for is not a success
+        print(f"error: {len(result.skipped)} of {len(names)} policies skipped", file=sys.stderr)
+        raise typer.Exit(code=1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Annotated
@@ -70,6 +71,20 @@ def print_summary(console: Console, figures: dict[str, float], title: str) -> No
     console.print(table)
 
 
+def default_folder_name(trace: str, policy: str, seed: int, params: list[str] | None,
+                        perf: str, perf_params: list[str] | None) -> str:
+    """``TRACE-POLICY[-KEY=VALUE...][-perf-MODEL[-KEY=VALUE...]]-sSEED``.
+
+    Every -p and --perf-param value is in the name, so variants of one run do not
+    overwrite each other's folder; characters unsafe in a file name become ``_``.
+    """
+    parts = [trace, policy, *sorted(params or [])]
+    if perf != "ideal":
+        parts += [f"perf-{perf}", *sorted(perf_params or [])]
+    parts.append(f"s{seed}")
+    return re.sub(r"[^A-Za-z0-9_.,=+-]", "_", "-".join(parts))
+
+
 def simulate(
     trace: options.Trace = None,
     trace_file: options.TraceFile = None,
@@ -83,7 +98,7 @@ def simulate(
     strict: options.Strict = False,
     policy: Annotated[str, typer.Option(help="Scheduling policy (see `rackwise policies`).")] = "fifo",
     param: Annotated[list[str] | None, typer.Option(
-        "--param", "-p", help="Policy parameter key=value (repeatable).")] = None,
+        "--param", "-p", help="Policy parameter key=value (repeatable); a tuple as key=[a,b].")] = None,
     cluster: options.Cluster = None,
     nodes: options.Nodes = 64,
     gpus_per_node: options.GpusPerNode = 8,
@@ -127,7 +142,8 @@ def simulate(
         finally:
             progress.close()
         name = trace or (trace_file.stem if trace_file else "trace")
-        folder = save(result, config, out or Path("results") / f"{name}-{policy}-s{seed}",
+        folder = save(result, config, out or Path("results") / default_folder_name(
+                          name, policy, seed, param, perf, perf_param),
                       fmt=table_format, workload=workload)  # type: ignore[arg-type]
         if any(count for _, count in workload.skipped_by_reason):
             from rackwise.workload.readers.row_filters import format_skipped

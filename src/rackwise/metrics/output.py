@@ -51,6 +51,8 @@ def write_results(out_dir: str | Path, tables: dict[str, pd.DataFrame],
         for stem, frame in tables.items():
             write_table(frame, staging / stem, fmt)
         (staging / "summary.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        # mkdtemp makes a private (0700) folder; a results folder gets the mode mkdir would give it
+        staging.chmod(0o777 & ~_umask())
         if out.exists():
             shutil.rmtree(out)
         os.replace(staging, out)
@@ -58,3 +60,9 @@ def write_results(out_dir: str | Path, tables: dict[str, pd.DataFrame],
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return out
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

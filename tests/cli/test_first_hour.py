@@ -1,0 +1,126 @@
+"""What a new user meets first: the install covers the README, errors are one line, --version."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rackwise.cli import app
+from rackwise.experiments import grid
+
+RUNNER = CliRunner()
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_plain_install_brings_what_the_readme_commands_import() -> None:
+    # `pip install .` (README line 1) must cover `rackwise report` and `compare ... asrpt`
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = {requirement.split(">")[0].split("=")[0] for requirement in project["dependencies"]}
+    assert {"matplotlib", "scikit-learn"} <= names
+
+
+def test_version_prints_the_package_version() -> None:
+    result = RUNNER.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.startswith("rackwise ")
+    assert result.output.split()[1][0].isdigit() or result.output.split()[1] == "unknown"
+
+
+@pytest.mark.parametrize(("flags", "expected"), [
+    (["--trace", "itp_2021", "--first-n", "0"], "error: first_n: Input should be greater than 0"),
+    (["--trace-file", "jobs.parquet", "--format", "parquet"], "error: format: Input should be"),
+])
+def test_pydantic_errors_are_one_line_and_exit_2(flags: list[str], expected: str) -> None:
+    result = RUNNER.invoke(app, ["simulate", *flags, "--policy", "fifo"])
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    assert lines[0].startswith(expected)
+    assert "https://" not in lines[0]
+
+
+def test_compare_keeps_the_extra_in_its_hint_and_fails_on_a_skip(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    hint = "the random-forest predictor needs scikit-learn: pip install 'rackwise[ml]'"
+    monkeypatch.setattr(grid, "policy_skip_reasons",
+                        lambda experiment, source: {"asrpt": hint})
+    result = RUNNER.invoke(app, ["compare", "--trace", "itp_2021", "--first-n", "50", "--nodes", "4",
+                                 "--policies", "fifo,asrpt", "--jobs", "1", "--out", str(tmp_path / "c")])
+    assert result.exit_code == 1, result.output
+    assert "pip install 'rackwise[ml]'" in "".join(result.output.splitlines())  # rich wraps at 80
+    assert "1 of 2 policies skipped" in result.output
+
+
+def test_default_results_folder_names_every_parameter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    base = ["simulate", "--trace", "itp_2021", "--first-n", "50", "--nodes", "4", "--policy", "fifo"]
+    for extra in ([], ["-p", "backfill=true"], ["-p", "backfill=true", "-p", "placement=best-fit"]):
+        assert RUNNER.invoke(app, [*base, *extra]).exit_code == 0
+    folders = sorted(path.name for path in (tmp_path / "results").iterdir())
+    assert folders == ["itp_2021-fifo-backfill=true-placement=best-fit-s0",
+                       "itp_2021-fifo-backfill=true-s0", "itp_2021-fifo-s0"]
+
+
+def _readme_commands() -> list[list[str]]:
+    """Each ``rackwise ...`` command of the README's code blocks, continuation lines joined, comments cut."""
+    import shlex
+
+    text = (ROOT / "README.md").read_text().replace("\\\n", " ")
+    commands = []
+    for line in text.splitlines():
+        line = line.split("  #")[0].strip()
+        if line.startswith("rackwise "):
+            commands.append(shlex.split(line)[1:])
+    return commands
+
+
+def test_every_file_the_readme_names_ships() -> None:
+    named = [arg for command in _readme_commands() for arg in command
+             if arg.startswith(("examples/", "experiments/"))]
+    assert named, "the README names no shipped file"
+    missing = [path for path in named if not (ROOT / path).is_file()]
+    assert not missing
+
+
+def test_readme_bring_your_own_trace_command_runs_as_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    [command] = [command for command in _readme_commands() if "--trace-file" in command]
+    monkeypatch.chdir(ROOT)
+    result = RUNNER.invoke(app, [*command, "--out", str(tmp_path / "own")])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "own" / "jobs.parquet").is_file()
+
+
+def test_unknown_gpu_type_flag_is_refused_with_the_known_types() -> None:
+    result = RUNNER.invoke(app, ["simulate", "--trace", "itp_2021", "--first-n", "10", "--nodes", "2",
+                                 "--gpu-type", "rtx9090", "--policy", "fifo"])
+    assert result.exit_code == 2
+    [line] = result.output.strip().splitlines()
+    assert "--gpu-type" in line and "rtx9090" in line and "v100" in line
+
+
+def test_unknown_gpu_type_in_a_cluster_file_is_refused(tmp_path: Path) -> None:
+    spec = tmp_path / "rtx.yaml"
+    spec.write_text("name: rtx\nnodes_per_rack: 2\nnode_groups:\n"
+                    "  - {count: 2, gpus_per_node: 4, gpu_type: rtx9090}\n"
+                    "links: {intra_rack_gbps: 100, cross_rack_gbps: 100}\n")
+    result = RUNNER.invoke(app, ["simulate", "--trace", "itp_2021", "--first-n", "10",
+                                 "--cluster", str(spec), "--policy", "fifo", "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2
+    [line] = result.output.strip().splitlines()
+    assert "rtx.yaml" in line and "node_groups.gpu_type" in line and "known types" in line
+
+
+def test_results_folder_is_not_private(tmp_path: Path) -> None:
+    import os
+
+    out = tmp_path / "run"
+    result = RUNNER.invoke(app, ["simulate", "--trace", "itp_2021", "--first-n", "10", "--nodes", "2",
+                                 "--policy", "fifo", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    mask = os.umask(0)
+    os.umask(mask)
+    assert out.stat().st_mode & 0o777 == 0o777 & ~mask
