@@ -49,7 +49,6 @@ def list_policies(
         except (ImportError, MissingExtraError) as exc:
             table.add_row(policy, "", "", f"[red]unavailable: {exc}[/red]")
             continue
-        table.add_row(policy, "yes" if getattr(cls, "preempts", False) else "",
-                      "yes" if getattr(cls, "needs_oracle", False) else "", _summary(cls))
+        table.add_row(policy, "yes" if cls.preempts else "", "yes" if cls.needs_oracle else "", _summary(cls))
     console.print(table)
     console.print(f"Placement strategies (--param placement=NAME): {', '.join(PLACEMENTS)}")
