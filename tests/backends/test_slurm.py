@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 import pytest
 from slurm_cluster import GPUS_PER_NODE, NODES, LoopbackSlurm
+from tests.engine.broken_policies import DoubleStarter
 
 from rackwise.backends.base import DecisionRecord, Snapshot, serve
 from rackwise.backends.slurm import SlurmBackend
@@ -31,7 +32,7 @@ from rackwise.backends.slurm_cli import SlurmCli, expand_hostlist, gpu_indices
 from rackwise.backends.slurm_jobs import submit_held
 from rackwise.engine.view import ClusterView
 from rackwise.errors import InvalidDecisionError
-from rackwise.policies.base import BasePolicy, Decisions, Policy, Start
+from rackwise.policies.base import BasePolicy, Decisions, Policy
 from rackwise.policies.parts.ordering import preempt_to_order
 from rackwise.policies.parts.placement import consolidated
 from rackwise.policies.registry import make_policy
@@ -325,22 +326,6 @@ def test_refused_pin_is_logged_left_held_and_retried(slurm: LoopbackSlurm, tmp_p
     assert len(messages) == 2 and all("\n" not in m and "start x refused" in m for m in messages)
     assert sorted(r.job_id for r in result.records) == ["x", "y"]
     assert [d.ok for d in result.decisions if d.job_id == "x"] == [False, False, True]
-
-
-@dataclass(kw_only=True)
-class DoubleStarter(BasePolicy):
-    """Starts the first pending job twice in one decision, on different GPUs."""
-
-    name: ClassVar[str] = "double-starter"
-
-    def schedule(self, view: ClusterView, now: float) -> Decisions:
-        if not view.pending:
-            return Decisions()
-        state = next(iter(view.pending.values()))
-        free = [g for g in range(view.topology.n_gpus) if view.owner_of(g) is None]
-        n = state.n_gpus
-        return Decisions(start=(Start(state.job_id, tuple(free[:n])),
-                                Start(state.job_id, tuple(free[n:2 * n]))))
 
 
 def test_a_double_start_is_refused_before_anything_reaches_slurm(slurm: LoopbackSlurm,

@@ -8,6 +8,7 @@ from typing import ClassVar
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tests.engine.broken_policies import DoubleStarter
 
 from rackwise.backends.base import serve
 from rackwise.backends.fake import FakeBackend
@@ -19,20 +20,6 @@ from rackwise.errors import InvalidDecisionError
 from rackwise.policies.base import BasePolicy
 from rackwise.sim.engine import Simulator
 from rackwise.workload.job import Job
-
-
-@dataclass(kw_only=True)
-class DoubleStarter(BasePolicy):
-    """Starts the first pending job twice in one decision, on different free GPUs."""
-
-    name: ClassVar[str] = "double-starter"
-
-    def schedule(self, view: ClusterView, now: float) -> Decisions:
-        if not view.pending:
-            return Decisions()
-        job_id = next(iter(view.pending))
-        free = [g for g in range(view.topology.n_gpus) if view.owner_of(g) is None]
-        return Decisions(start=(Start(job_id, (free[0],)), Start(job_id, (free[1],))))
 
 
 def test_the_live_driver_refuses_a_double_start_and_applies_nothing() -> None:
