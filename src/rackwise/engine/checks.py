@@ -111,6 +111,10 @@ def check_decisions(view: ClusterView, decisions: Decisions, policy_name: str, n
     def reject(reason: str) -> NoReturn:
         raise InvalidDecisionError(f"policy '{policy_name}' at t={now:.3f} s: {reason}")
 
+    if not decisions.preempt and _plain_starts_fit(view, decisions):
+        if decisions.wake_at is not None and not decisions.wake_at > now:
+            reject(f"wake_at={decisions.wake_at} is not after now")
+        return
     replay = _Replay(view)
     for job_id in decisions.preempt:
         if not replay.is_running(job_id):
@@ -148,6 +152,28 @@ def check_decisions(view: ClusterView, decisions: Decisions, policy_name: str, n
         replay.start(start, n_gpus)
     if decisions.wake_at is not None and not decisions.wake_at > now:
         reject(f"wake_at={decisions.wake_at} is not after now")
+
+
+def _plain_starts_fit(view: ClusterView, decisions: Decisions) -> bool:
+    """True when every start is a plain one of a distinct pending job on its own free GPUs.
+
+    The common decision, checked in one pass; anything else goes through the
+    replay, which also words the error.
+    """
+    owners, pending, n_gpus = view.owners, view.pending, len(view.owners)
+    taken: set[int] = set()
+    started: set[str] = set()
+    for start in decisions.start:
+        state = pending.get(start.job_id)
+        if (state is None or start.job_id in started or start.beside is not None or start.copies != 1
+                or len(start.gpu_ids) != state.job.n_gpus):
+            return False
+        for gpu in start.gpu_ids:
+            if gpu in taken or not 0 <= gpu < n_gpus or owners[gpu] is not None:
+                return False
+            taken.add(gpu)
+        started.add(start.job_id)
+    return True
 
 
 def _check_pair(replay: _Replay, start: Start, n_gpus: int, support: EngineSupport,

@@ -8,7 +8,7 @@ passed to. Policies must not keep it or change anything reached through it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -58,6 +58,11 @@ class ClusterView:
     def owner_of(self, gpu_id: int) -> str | None:
         """The job holding a GPU, or None if it is free."""
         return self._allocation.owner[gpu_id]
+
+    @property
+    def owners(self) -> Sequence[str | None]:
+        """The job holding each GPU, by GPU id (None: free); read it, never change it."""
+        return self._allocation.owner
 
     def tentative(self) -> TentativeAllocation:
         """A scratch overlay to try out starts and preemptions within one decision."""
