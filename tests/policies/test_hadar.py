@@ -10,7 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rackwise.policies.gavel import Gavel
 from rackwise.policies.hadar import Hadar
+from rackwise.policies.hadare import HadarE
 from rackwise.policies.parts.primal_dual import (
     Option,
     PriceBook,
@@ -156,3 +158,10 @@ def test_small_hetero_trace_finishes_and_repeats() -> None:
         assert sorted(r.job_id for r in first.records) == sorted(j.job_id for j in jobs)
         again = simulate(topology, jobs, Hadar(**params), perf=TablePerf(table, restart_s=5.0))
         assert again.records == first.records
+
+
+def test_hadar_and_gavel_say_when_they_read_true_iterations() -> None:
+    assert Hadar().capabilities.needs_oracle and HadarE().capabilities.needs_oracle
+    assert not Gavel().capabilities.needs_oracle
+    assert Gavel(objective="min_makespan").capabilities.needs_oracle
+    assert Gavel(objective="finish_time_fairness").capabilities.needs_oracle

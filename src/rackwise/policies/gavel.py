@@ -89,7 +89,10 @@ class Gavel(BasePolicy):
 
     @property
     def capabilities(self) -> Capabilities:
-        return replace(super().capabilities, round_s=self.round_s, shares_gpus=self.space_sharing)
+        # The makespan and finish-time-fairness LPs read each job's true remaining iterations.
+        oracle = self.objective in ("min_makespan", "finish_time_fairness")
+        return replace(super().capabilities, round_s=self.round_s, shares_gpus=self.space_sharing,
+                       needs_oracle=oracle)
 
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)

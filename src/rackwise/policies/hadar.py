@@ -95,6 +95,7 @@ class Hadar(BasePolicy):
 
     name: ClassVar[str] = "hadar"
     preempts: ClassVar[bool] = True
+    needs_oracle: ClassVar[bool] = True  # plans with each job's true iterations (total and remaining)
     round_s: float = 360.0
     progress_model: Literal["bottleneck", "additive"] = "bottleneck"
     spread_factor: float = 0.8
