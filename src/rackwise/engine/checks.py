@@ -111,10 +111,15 @@ def check_decisions(view: ClusterView, decisions: Decisions, policy_name: str, n
     def reject(reason: str) -> NoReturn:
         raise InvalidDecisionError(f"policy '{policy_name}' at t={now:.3f} s: {reason}")
 
-    if not decisions.preempt and _plain_starts_fit(view, decisions):
-        if decisions.wake_at is not None and not decisions.wake_at > now:
-            reject(f"wake_at={decisions.wake_at} is not after now")
-        return
+    if decisions.preempt or not _plain_starts_fit(view, decisions):
+        _check_by_replay(view, decisions, finished, support, reject)
+    if decisions.wake_at is not None and not decisions.wake_at > now:
+        reject(f"wake_at={decisions.wake_at} is not after now")
+
+
+def _check_by_replay(view: ClusterView, decisions: Decisions, finished: Container[str],
+                     support: EngineSupport, reject: _Reject) -> None:
+    """Preemptions, then starts, in order, on an overlay of the view; the first wrong one is rejected."""
     replay = _Replay(view)
     for job_id in decisions.preempt:
         if not replay.is_running(job_id):
@@ -150,8 +155,6 @@ def check_decisions(view: ClusterView, decisions: Decisions, policy_name: str, n
         else:
             _check_pair(replay, start, n_gpus, support, reject)
         replay.start(start, n_gpus)
-    if decisions.wake_at is not None and not decisions.wake_at > now:
-        reject(f"wake_at={decisions.wake_at} is not after now")
 
 
 def _plain_starts_fit(view: ClusterView, decisions: Decisions) -> bool:
