@@ -124,3 +124,14 @@ def test_results_folder_is_not_private(tmp_path: Path) -> None:
     mask = os.umask(0)
     os.umask(mask)
     assert out.stat().st_mode & 0o777 == 0o777 & ~mask
+
+
+def test_the_policy_list_shows_no_rest_markup() -> None:
+    from typer.testing import CliRunner
+
+    from rackwise.cli import app
+
+    result = CliRunner().invoke(app, ["policies"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "`" not in result.output
+    assert '(asrpt with predictor="oracle")' in result.output

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import MISSING, fields
 from typing import Annotated
 
@@ -16,8 +17,10 @@ from rackwise.policies.registry import all_policies, policy_class
 
 
 def _summary(cls: type) -> str:
+    """The first line of the class docstring, without its reST inline markup."""
     doc = (cls.__doc__ or "").strip()
-    return doc.splitlines()[0] if doc else ""
+    first = doc.splitlines()[0] if doc else ""
+    return re.sub(r"`+([^`]+)`+", r"\1", first)
 
 
 def list_policies(
