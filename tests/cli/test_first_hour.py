@@ -135,3 +135,13 @@ def test_the_policy_list_shows_no_rest_markup() -> None:
     assert result.exit_code == 0, result.output
     assert "`" not in result.output
     assert '(asrpt with predictor="oracle")' in result.output
+
+
+def test_example_cluster_files_cite_only_files_that_ship() -> None:
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).parents[2]
+    for spec in sorted((root / "examples" / "clusters").glob("*.y*ml")):
+        for cited in re.findall(r"[\w./-]+\.(?:md|ya?ml|csv|json|py|toml)\b", spec.read_text()):
+            assert (root / cited).exists() or (spec.parent / cited).exists(), f"{spec.name} cites {cited}"
