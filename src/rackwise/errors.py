@@ -29,6 +29,14 @@ class InputError(RackwiseError, ValueError):
         self.field = field
 
 
+def parse_error(exc: Exception, source: str, what: str = "cannot parse") -> InputError:
+    """A one-line `InputError` for a YAML or TOML file that does not parse, at its line when known."""
+    mark = getattr(exc, "problem_mark", None)  # PyYAML says where the problem is
+    line = mark.line + 1 if mark is not None else None
+    problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [type(exc).__name__])[0]
+    return InputError(f"{what}: {problem}", source=source, line=line)
+
+
 class UnknownNameError(RackwiseError, KeyError):
     """An unknown policy, placement, trace or other registered name."""
 

@@ -145,3 +145,18 @@ def test_example_cluster_files_cite_only_files_that_ship() -> None:
     for spec in sorted((root / "examples" / "clusters").glob("*.y*ml")):
         for cited in re.findall(r"[\w./-]+\.(?:md|ya?ml|csv|json|py|toml)\b", spec.read_text()):
             assert (root / cited).exists() or (spec.parent / cited).exists(), f"{spec.name} cites {cited}"
+
+
+@pytest.mark.parametrize("kind", ["cluster", "experiment", "mapping"])
+def test_a_yaml_file_that_does_not_parse_is_named_with_its_line(tmp_path: Path, kind: str) -> None:
+    from rackwise.cluster.topology import load_cluster
+    from rackwise.errors import InputError
+    from rackwise.experiments.config import load_experiment
+    from rackwise.workload.readers.csv import ColumnMapping
+
+    bad = tmp_path / f"{kind}.yaml"
+    bad.write_text("name: x\nnodes: 4\n  gpus_per_node: [8\n")
+    read = {"cluster": load_cluster, "experiment": load_experiment, "mapping": ColumnMapping.from_yaml}[kind]
+    with pytest.raises(InputError, match=rf"{kind}\.yaml:3: cannot parse.*") as caught:
+        read(bad)
+    assert "\n" not in str(caught.value)

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from rackwise.errors import InputError
+from rackwise.errors import InputError, parse_error
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,7 +219,7 @@ def load_cluster(path: str | Path) -> Topology:
 
             data = yaml.safe_load(text)
     except Exception as exc:  # both parsers raise their own error types
-        raise InputError(f"cannot parse: {str(exc).splitlines()[0]}", source=str(path)) from None
+        raise parse_error(exc, str(path)) from None
     if not isinstance(data, dict):
         raise InputError("expected a mapping at the top level", source=str(path))
     try:

@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from rackwise.errors import InputError, UnknownNameError, suggest
+from rackwise.errors import InputError, UnknownNameError, parse_error, suggest
 from rackwise.run import PERF_MODELS, ClusterConfig, WorkloadConfig
 
 
@@ -208,8 +208,10 @@ def load_experiment(path: str | Path) -> Experiment:
         raise InputError("no such experiment file", source=str(path))
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read: {str(exc).splitlines()[0]}", source=str(path)) from None
+    except yaml.YAMLError as exc:
+        raise parse_error(exc, str(path)) from None
     experiment = parse_experiment(data, str(path), path.parent)
     if "name" not in data:
         experiment.name = path.stem

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
-from rackwise.errors import InputError
+from rackwise.errors import InputError, parse_error
 from rackwise.workload.job import Job
 from rackwise.workload.readers.row_filters import RowFilters, apply_row_filters, format_skipped
 from rackwise.workload.workload import Workload
@@ -99,9 +99,10 @@ class ColumnMapping(BaseModel):
 
         try:
             data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except (OSError, yaml.YAMLError) as exc:
-            detail = " ".join(str(exc).split())  # YAML errors span lines; keep one
-            raise InputError(f"cannot read column mapping: {detail}", source=str(path)) from None
+        except OSError as exc:
+            raise InputError(f"cannot read column mapping: {exc}", source=str(path)) from None
+        except yaml.YAMLError as exc:
+            raise parse_error(exc, str(path), "cannot parse column mapping") from None
         if not isinstance(data, dict):
             raise InputError("a column mapping must be a mapping of field: column",
                              source=str(path))
