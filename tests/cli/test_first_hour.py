@@ -160,3 +160,16 @@ def test_a_yaml_file_that_does_not_parse_is_named_with_its_line(tmp_path: Path, 
     with pytest.raises(InputError, match=rf"{kind}\.yaml:3: cannot parse.*") as caught:
         read(bad)
     assert "\n" not in str(caught.value)
+
+
+def test_a_literal_nan_is_named_not_called_empty(tmp_path: Path) -> None:
+    from rackwise.errors import InputError
+    from rackwise.workload.readers.csv import read_csv
+
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,cluster,submit_time,duration,num_gpus\na,x,0,10,1\nb,x,5,nan,1\nc,x,6,,1\n")
+    with pytest.raises(InputError, match=r"t\.csv:3, field 'duration': not a number: 'nan'"):
+        read_csv(trace)
+    trace.write_text("job_id,cluster,submit_time,duration,num_gpus\na,x,0,10,1\nc,x,6,,1\n")
+    with pytest.raises(InputError, match=r"t\.csv:3, field 'duration': empty value"):
+        read_csv(trace)

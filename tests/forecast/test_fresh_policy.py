@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from forecast_runs import take
 
-from conftest import take
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.engine.snapshot import ClusterSnapshot
 from rackwise.errors import MissingExtraError

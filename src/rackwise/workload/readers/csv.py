@@ -279,8 +279,11 @@ def table_to_workload(table: pd.DataFrame, *, name: str, source: str,
 def _parse(path: Path, text_columns: Mapping[str, type]) -> pd.DataFrame:
     compression = "gzip" if path.suffix == ".gz" else None
     try:
+        # Only an empty cell is missing: "nan", "NA" or "null" are what the file says, and a
+        # number column refuses them by name rather than calling them empty.
         return pd.read_csv(path, dtype=text_columns, compression=compression,
-                           skip_blank_lines=False, skipinitialspace=True)
+                           skip_blank_lines=False, skipinitialspace=True,
+                           keep_default_na=False, na_values=[""])
     except FileNotFoundError:
         raise InputError("no such file", source=str(path)) from None
     except pd.errors.EmptyDataError:
