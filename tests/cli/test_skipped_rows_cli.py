@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from pod_trace import write_pod_trace
 from typer.testing import CliRunner
 
 from rackwise.cli import app
@@ -17,20 +18,8 @@ TRACE = ("id,submitted,ended,gpus,state\n"
          "c,20,80,2,killed\n"
          "d,30,90,64,done\n"
          "e,40,300,4,done\n")
-MAPPING = ("job_id: id\nsubmit_time: submitted\nend_time: ended\nduration_s: null\n"
-           "n_gpus: gpus\ngroup: null\n"
-           "skip:\n  zero_gpus: true\n  status: state\n  allowed_status: [done]\n")
-
-
-def _files(tmp_path: Path) -> tuple[Path, Path]:
-    trace, mapping = tmp_path / "pods.csv", tmp_path / "mapping.yaml"
-    trace.write_text(TRACE, encoding="utf-8")
-    mapping.write_text(MAPPING, encoding="utf-8")
-    return trace, mapping
-
-
 def test_skipped_rows_are_printed_and_saved(tmp_path: Path) -> None:
-    trace, mapping = _files(tmp_path)
+    trace, mapping = write_pod_trace(tmp_path, TRACE)
     out = tmp_path / "run"
     result = RUNNER.invoke(app, ["simulate", "--trace-file", str(trace), "--mapping", str(mapping),
                                  "--nodes", "2", "--skip-oversized", "--out", str(out),
@@ -44,7 +33,7 @@ def test_skipped_rows_are_printed_and_saved(tmp_path: Path) -> None:
 
 
 def test_strict_refuses_the_first_skipped_row(tmp_path: Path) -> None:
-    trace, mapping = _files(tmp_path)
+    trace, mapping = write_pod_trace(tmp_path, TRACE)
     out = tmp_path / "run"
     result = RUNNER.invoke(app, ["simulate", "--trace-file", str(trace), "--mapping", str(mapping),
                                  "--strict", "--out", str(out)])

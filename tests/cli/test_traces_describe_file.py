@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pod_trace import write_pod_trace
 from typer.testing import CliRunner
 
 from rackwise.cli import app
@@ -18,20 +19,8 @@ TRACE = ("id,submitted,ended,gpus,state\n"
          "c,20,80,2,killed\n"
          "d,30,90,8,done\n"
          "e,40,300,1,done\n")
-MAPPING = ("job_id: id\nsubmit_time: submitted\nend_time: ended\nduration_s: null\n"
-           "n_gpus: gpus\ngroup: null\n"
-           "skip:\n  zero_gpus: true\n  status: state\n  allowed_status: [done]\n")
-
-
-def _files(tmp_path: Path) -> tuple[Path, Path]:
-    trace, mapping = tmp_path / "pods.csv", tmp_path / "mapping.yaml"
-    trace.write_text(TRACE, encoding="utf-8")
-    mapping.write_text(MAPPING, encoding="utf-8")
-    return trace, mapping
-
-
 def test_shape_of_a_filtered_file(tmp_path: Path) -> None:
-    trace, mapping = _files(tmp_path)
+    trace, mapping = write_pod_trace(tmp_path, TRACE)
     info = shape(read_csv(trace, ColumnMapping.from_yaml(mapping)))
     assert info["n_jobs"] == 3
     assert info["gpu_histogram"] == {1: 2, 8: 1}
@@ -40,7 +29,7 @@ def test_shape_of_a_filtered_file(tmp_path: Path) -> None:
 
 
 def test_describe_prints_the_shape(tmp_path: Path) -> None:
-    trace, mapping = _files(tmp_path)
+    trace, mapping = write_pod_trace(tmp_path, TRACE)
     result = RUNNER.invoke(app, ["traces", "describe", str(trace), "--mapping", str(mapping)])
     assert result.exit_code == 0, result.output
     text = " ".join(result.output.replace("\u2502", " ").split())  # drop table borders
@@ -50,7 +39,7 @@ def test_describe_prints_the_shape(tmp_path: Path) -> None:
 
 
 def test_describe_bad_file_is_one_line(tmp_path: Path) -> None:
-    trace, mapping = _files(tmp_path)
+    trace, mapping = write_pod_trace(tmp_path, TRACE)
     trace.write_text(TRACE.replace("a,0,100", "a,0,oops"), encoding="utf-8")
     result = RUNNER.invoke(app, ["traces", "describe", str(trace), "--mapping", str(mapping)])
     assert result.exit_code == 2

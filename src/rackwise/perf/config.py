@@ -89,6 +89,16 @@ class PerfConfig:
     pipeline_microbatches: int = 8
     large_model_frac: tuple[tuple[int, float], ...] = ((2, 0.2), (9, 0.5), (16, 0.75))
 
+    @property
+    def latency_by_level_s(self) -> tuple[float, float, float]:
+        """Per-message latency inside a node, a rack and the cluster (indexed by `Level`)."""
+        return (self.latency_node_s, self.latency_rack_s, self.latency_cluster_s)
+
+    @property
+    def exposed_comm_frac(self) -> float:
+        """The share of communication that compute does not hide."""
+        return 1.0 - self.comm_overlap_frac
+
     def __post_init__(self) -> None:
         for item in fields(self):
             value = getattr(self, item.name)

@@ -48,8 +48,8 @@ class Placing:
         self._node_type = tuple(node.gpu_type for node in topology.nodes)
         # (nodes, GPUs per node, racks) of a one-GPU placement on each node, shared
         self._one_node = tuple(((node.node_id,), (1,), (node.rack_id,)) for node in topology.nodes)
-        self._latency = (config.latency_node_s, config.latency_rack_s, config.latency_cluster_s)
-        self._overlap = 1.0 - config.comm_overlap_frac
+        self._latency = config.latency_by_level_s
+        self._overlap = config.exposed_comm_frac
         # a one-GPU job's compute per step by (model, gradient bytes, GPU type): `place`'s common case
         self._one_gpu_compute: dict[tuple[str | None, float, str], float] = {}
 

@@ -54,8 +54,8 @@ class StepPricing:
         self._max_rack_gpus = max(topology.rack_capacity)
         self._cluster_gbps = level_bandwidth_gbps(self._links, Level.CLUSTER)
         self._uplink_gbps = tuple(uplink_capacity_gbps(topology, r) for r in range(topology.n_racks))
-        self._latency = (config.latency_node_s, config.latency_rack_s, config.latency_cluster_s)
-        self._overlap = 1.0 - config.comm_overlap_frac
+        self._latency = config.latency_by_level_s
+        self._overlap = config.exposed_comm_frac
         self._speedups = dict(config.gpu_speedup_vs_v100)
         self._compute_cache: dict[tuple[str, int, str, float], float] = {}
         self._graph_cache: dict[tuple[str | None, float, Parallelism], tuple[JobGraph, float]] = {}
