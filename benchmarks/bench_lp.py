@@ -62,7 +62,7 @@ def bench(n_jobs: int, objective: str) -> dict[str, object]:
     sharing = objective.endswith("+ss")
     policy = Gavel(objective=objective.removesuffix("+ss"), space_sharing=sharing)  # type: ignore[arg-type]
     sim = Simulator(topology, jobs, policy, perf=_TypePerf(topology, jobs))  # type: ignore[arg-type]
-    policy.reset(sim.view, np.random.default_rng(0))
+    sim.start()
     start, cpu = time.perf_counter(), time.process_time()
     sim.step()  # arrivals, throughputs, LP, mechanism, placements
     first, first_cpu = time.perf_counter() - start, time.process_time() - cpu

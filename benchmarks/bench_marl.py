@@ -40,7 +40,7 @@ def main() -> None:
     models = [name for name, spec in CATALOGUE.items() if spec.measured]
     policy = Marl(checkpoint=args.checkpoint)
     sim = Simulator(topology, [], policy, perf=NetworkPerf(), seed=0)
-    policy.reset(sim.view, np.random.default_rng(0))
+    sim.start()
     free = sim.view.tentative()
     placed = []
     target = int(args.busy_frac * topology.n_gpus)

@@ -75,9 +75,9 @@ def decision(policy_name: str, n_pending: int, n_nodes: int, busy_frac: float,
         policy = make_policy(policy_name)
         sim = Simulator(topology, [], policy, perf=IdealPerf(), seed=0)
         rng = np.random.default_rng(0)
-        policy.reset(sim.view, sim._policy_rng)
+        sim.start()
         now = max(j.submit_time for j in pool) + 1.0
-        sim.now = sim.view.now = now
+        sim.advance_to(now)
         jobs = iter(pool)
         target_busy = int(busy_frac * topology.n_gpus)
         running = []
