@@ -64,6 +64,21 @@ def test_default_results_folder_names_every_parameter(tmp_path: Path, monkeypatc
                        "itp_2021-fifo-backfill=true-s0", "itp_2021-fifo-s0"]
 
 
+def test_simulate_load_compresses_arrivals_and_names_its_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pandas as pd
+
+    monkeypatch.chdir(tmp_path)
+    base = ["simulate", "--trace", "itp_2021", "--first-n", "200", "--nodes", "16", "--policy", "fifo"]
+    for extra in ([], ["--load", "4"]):
+        assert RUNNER.invoke(app, [*base, *extra]).exit_code == 0
+    plain = pd.read_parquet(tmp_path / "results" / "itp_2021-fifo-s0" / "jobs.parquet")
+    busy = pd.read_parquet(tmp_path / "results" / "itp_2021-load4-fifo-s0" / "jobs.parquet")
+    span = plain["submit_time"].max() - plain["submit_time"].min()
+    assert busy["submit_time"].max() - busy["submit_time"].min() == pytest.approx(span / 4)
+    assert busy["queueing_delay_s"].mean() > plain["queueing_delay_s"].mean()
+
+
 def _readme_commands() -> list[list[str]]:
     """Each ``rackwise ...`` command of the README's code blocks, continuation lines joined, comments cut."""
     import shlex

@@ -72,7 +72,7 @@ def compare(
     end_s: options.EndS = None,
     first_n: options.FirstN = None,
     skip_oversized: options.SkipOversized = False,
-    load: Annotated[float, typer.Option(help="Arrival-rate factor: gaps between submissions are divided by it.")] = 1.0,
+    load: options.Load = 1.0,
     cluster: options.Cluster = None,
     nodes: options.Nodes = 64,
     gpus_per_node: options.GpusPerNode = 8,

@@ -19,6 +19,8 @@ StartS = Annotated[float | None, typer.Option(help="Keep jobs submitted at or af
 EndS = Annotated[float | None, typer.Option(help="Keep jobs submitted before this second.")]
 FirstN = Annotated[int | None, typer.Option(help="Keep only the first N jobs (after the other filters).")]
 SkipOversized = Annotated[bool, typer.Option(help="Drop jobs larger than the cluster instead of failing.")]
+Load = Annotated[float, typer.Option(
+    help="Arrival-rate factor: gaps between submissions are divided by it (2 = twice as busy).")]
 Strict = Annotated[bool, typer.Option(help="Refuse a trace file at the first row its mapping would skip.")]
 Cluster = Annotated[Path | None, typer.Option(help="Cluster spec file (YAML or TOML); overrides the flags below.")]
 Nodes = Annotated[int, typer.Option(help="Nodes in a homogeneous cluster.")]

@@ -26,14 +26,20 @@ def timeline_frame(timeline: Timeline) -> pd.DataFrame:
     })
 
 
-def utilisation(timeline: Timeline, n_gpus: int) -> float:
-    """Time-weighted share of GPUs held, from the first to the last event."""
+def utilisation(timeline: Timeline, n_gpus: int, start: float | None = None,
+                end: float | None = None) -> float:
+    """Time-weighted share of GPUs held from ``start`` to ``end`` (default: first to last event)."""
     time = np.asarray(timeline.time, dtype=float)
-    if len(time) < 2 or time[-1] <= time[0]:
+    if len(time) < 2:
+        return 0.0
+    start = time[0] if start is None else start
+    end = time[-1] if end is None else end
+    if end <= start:
         return 0.0
     busy = np.asarray(timeline.busy_gpus, dtype=float)
-    held_gpu_s = float(np.sum(busy[:-1] * np.diff(time)))
-    return held_gpu_s / (n_gpus * (time[-1] - time[0]))
+    # Each count holds from its event to the next; clip those spans to the window.
+    span = np.clip(np.append(time[1:], end), start, end) - np.clip(time, start, end)
+    return float(np.sum(busy * span)) / (n_gpus * (end - start))
 
 
 def summarize(records: Sequence[JobRecord], timeline: Timeline, n_gpus: int) -> dict[str, Any]:
@@ -54,6 +60,9 @@ def summarize(records: Sequence[JobRecord], timeline: Timeline, n_gpus: int) -> 
         "p99_queueing_s": float(np.percentile(queue, 99)),
         "makespan_s": float(finish - submit),
         "utilisation": utilisation(timeline, n_gpus),
+        # The regime a run is in: how busy the cluster is while jobs still arrive.
+        "arrival_utilisation": utilisation(timeline, n_gpus, submit,
+                                           max(r.submit_time for r in records)),
         "n_preemptions": int(sum(r.n_preemptions for r in records)),
         "gpu_hours": float(sum(r.gpu_s for r in records) / 3600.0),
     }
