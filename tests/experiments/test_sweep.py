@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-import pytest
 import typer
 from tests.experiments.conftest import EXPERIMENTS
 from typer.testing import CliRunner
@@ -89,15 +88,32 @@ def test_cli_sweep_refuses_an_unknown_key_with_exit_2(cli: typer.Typer, tmp_path
     assert not out.exists()
 
 
-@pytest.mark.parametrize("name", ["smoke"])
-def test_reproduce_quick_writes_a_table_and_charts(cli: typer.Typer, tmp_path: Path, name: str) -> None:
-    result = CliRunner().invoke(cli, ["reproduce", "--quick", "--experiment", str(EXPERIMENTS / f"{name}.yaml"),
+def test_reproduce_quick_writes_claims_a_table_and_charts(cli: typer.Typer, tmp_path: Path) -> None:
+    from rackwise.experiments.claims import assess
+
+    result = CliRunner().invoke(cli, ["reproduce", "--quick", "--experiment", str(SMOKE),
                                       "--out", str(tmp_path / "out"), "--docs", str(tmp_path / "docs"),
                                       "--jobs", "1"])
     assert result.exit_code == 0, result.output
     text = (tmp_path / "docs" / "results.md").read_text()
-    assert "rackwise reproduce --quick" in text
-    table = pd.read_parquet(tmp_path / "out" / "results.parquet")
-    fifo = table[(table["policy"] == "fifo") & (table["workload"] == "philly") & (table["load"] == 1.0)]
-    assert f"| philly | 4x8 | 1 | fifo | {fifo['avg_jct_s'].mean() / 3600:.2f} |" in text
-    assert (tmp_path / "docs" / "figures" / "avg_jct.png").stat().st_size > 1000
+    assert f"rackwise reproduce --quick --experiment {SMOKE}" in text
+    table = pd.read_parquet(tmp_path / "out" / "smoke-quick" / "results.parquet")
+    assert set(table["load"]) == {2.0}  # the busiest load
+    fifo = table[(table["policy"] == "fifo") & (table["workload"] == "philly")]
+    assert f"| philly | 4x8 | 2 | fifo | {fifo['avg_jct_s'].mean() / 3600:.2f} |" in text
+    verdicts = assess(load_experiment(SMOKE).claims, table)
+    for row in verdicts.itertuples():
+        assert f"| {row.workload}, 4x8, load 2 | 1 | {row.ratio_mean:.2f}x" in text
+        assert row.verdict in text
+    figures = tmp_path / "docs" / "figures" / "smoke-quick"
+    assert (figures / "avg_jct.png").stat().st_size > 1000
+    assert not (figures / "load-avg_jct.png").exists()  # one load: no curves
+
+
+def test_reproduce_draws_each_figure_against_load(tmp_path: Path) -> None:
+    from rackwise.experiments.reproduce import reproduce
+
+    result = reproduce([SMOKE], tmp_path / "out", tmp_path / "docs", jobs=1)
+    names = {path.name for path in result.figures}
+    assert {"load-avg_jct.png", "load-p99_jct.png", "load-makespan.png"} <= names
+    assert "## smoke" in result.markdown.read_text()

@@ -7,6 +7,7 @@ An experiment names the axes of a grid; every combination is one run (a
     perf: network
     seeds: [0, 1]
     loads: [1.0, 2.0]                 # arrival-rate factors (see below)
+    baseline: fifo                    # the policy label tables compare against
     policies:
       - fifo
       - {label: fifo-ff, policy: fifo, params: {placement: first-fit}}
@@ -16,6 +17,8 @@ An experiment names the axes of a grid; every combination is one run (a
     clusters:
       - {label: normal, nodes: 16, gpus_per_node: 8, nodes_per_rack: 4}
       - {label: congested, spec: clusters/congested.yaml}
+    claims:                           # optional; see `rackwise.experiments.claims`
+      - {paper: Dally, statement: lower avg JCT, policy: fifo-ff, baseline: fifo}
 
 A load of ``x`` divides every gap between submissions by ``x``: the same jobs
 arrive ``x`` times as fast (1 = as recorded). Relative paths (cluster specs,
@@ -33,6 +36,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rackwise.errors import InputError, UnknownNameError, parse_error, suggest
+from rackwise.experiments.claims import Claim
 from rackwise.run import PERF_MODELS, ClusterConfig, WorkloadConfig
 
 
@@ -103,6 +107,7 @@ class Experiment(BaseModel):
     perf: str = "network"
     perf_params: dict[str, Any] = Field(default_factory=dict)
     baseline: str | None = None  # a policy label that tables compare against
+    claims: list[Claim] = Field(default_factory=list)  # see `rackwise.experiments.claims`
 
     @field_validator("policies", mode="before")
     @classmethod
@@ -132,8 +137,22 @@ class Experiment(BaseModel):
             values = getattr(self, axis)
             if len(set(values)) != len(values):
                 raise ValueError(f"{axis}: repeated values {values}")
-        if self.baseline is not None and self.baseline not in [p.label for p in self.policies]:
+        labels = [p.label for p in self.policies]
+        if self.baseline is not None and self.baseline not in labels:
             raise ValueError(f"baseline '{self.baseline}' is not one of the policy labels")
+        for index, claim in enumerate(self.claims):
+            for side in ("policy", "baseline"):
+                if getattr(claim, side) not in labels:
+                    raise ValueError(f"claims.{index}.{side}: '{getattr(claim, side)}' is not "
+                                     f"one of the policy labels")
+            grid: list[tuple[str, list[Any], list[Any]]] = [
+                ("workloads", claim.workloads or [], [w.label for w in self.workloads]),
+                ("clusters", claim.clusters or [], [c.label for c in self.clusters]),
+                ("loads", claim.loads or [], self.loads)]
+            for axis, chosen, known in grid:
+                unknown = [value for value in chosen if value not in known]
+                if unknown:
+                    raise ValueError(f"claims.{index}.{axis}: {unknown[0]!r} is not in the grid")
         return self
 
 

@@ -29,8 +29,8 @@ RESULTS_FILE = "results.parquet"
 # figure follows in name order, and the wall time comes last, so the table's
 # columns do not depend on which cell finished (or was read back) first.
 FIGURE_ORDER = ("n_jobs", "avg_jct_s", "median_jct_s", "p95_jct_s", "p99_jct_s", "avg_queueing_s",
-                "p99_queueing_s", "makespan_s", "utilisation", "n_preemptions", "gpu_hours",
-                "comm_overhead_gpu_hours", "comm_extra_gpu_hours", "n_gpus", "n_steps")
+                "p99_queueing_s", "makespan_s", "utilisation", "arrival_utilisation", "n_preemptions",
+                "gpu_hours", "comm_overhead_gpu_hours", "comm_extra_gpu_hours", "n_gpus", "n_steps")
 
 
 def cell_path(out_dir: Path, cell: Cell) -> Path:
