@@ -145,7 +145,8 @@ def test_forked_jobs_in_a_simulation_run_at_their_copies_rates() -> None:
             if state.copies > 1:
                 frac = policy.fork_overhead_frac(state.job)  # type: ignore[attr-defined]
                 assert state.rate_iters_per_s == pytest.approx(
-                    forked_rate(fresh, state, sim.running, frac), rel=1e-9)
+                    forked_rate(fresh, state, sim.running, frac, policy.copy_efficiency),  # type: ignore[attr-defined]
+                    rel=1e-9)
                 most_copies[job_id] = max(most_copies.get(job_id, 1), state.copies)
 
     result = Simulator(topology, jobs, policy, perf=NetworkPerf(), seed=1, observers=(check,)).run()

@@ -18,15 +18,31 @@ H5_PERF = {("m", "v100"): 10.0, ("m", "k80"): 2.5}
 def test_h5_forked_job_finishes_sooner() -> None:
     hadar = simulate(A_AND_B, [job("J", "m", 9000)], Hadar(), perf=TablePerf(H5_PERF))
     assert hadar.records[0].finish_time == pytest.approx(900.0)
-    free_sync = HadarE(restart_s=0.0, default_model_bytes=0.0)
+    free_sync = HadarE(restart_s=0.0, default_model_bytes=0.0, copy_efficiency=1.0)
     forked = simulate(A_AND_B, [job("J", "m", 9000)], free_sync, perf=TablePerf(H5_PERF))
     assert forked.records[0].finish_time == pytest.approx(720.0)  # 9000 / (10 + 2.5)
+
+
+def test_an_extra_copy_counts_its_statistical_efficiency_the_first_copy_in_full() -> None:
+    policy = HadarE(restart_s=0.0, default_model_bytes=0.0)  # copy_efficiency 0.8 by default
+    forked = simulate(A_AND_B, [job("J", "m", 9000)], policy, perf=TablePerf(H5_PERF))
+    assert forked.records[0].finish_time == pytest.approx(9000 / (10 + 0.8 * 2.5))
+    useless = HadarE(restart_s=0.0, default_model_bytes=0.0, copy_efficiency=0.0)
+    alone = simulate(A_AND_B, [job("J", "m", 9000)], useless, perf=TablePerf(H5_PERF))
+    assert alone.records[0].finish_time == pytest.approx(900.0)  # as Hadar without copies
+
+
+def test_copy_efficiency_outside_zero_to_one_is_refused() -> None:
+    from rackwise.errors import InputError
+
+    with pytest.raises(InputError, match="copy_efficiency"):
+        HadarE(copy_efficiency=1.5)
 
 
 def test_h5_sync_cost_is_charged_as_a_share_of_each_round() -> None:
     # 10 s of every 360 s round syncs: rate 12.5 * 350/360, so 9000 steps take 740.571 s
     # (the digest's 740 s charges the last, partial round's sync in full instead).
-    policy = HadarE(restart_s=10.0, default_model_bytes=0.0)
+    policy = HadarE(restart_s=10.0, default_model_bytes=0.0, copy_efficiency=1.0)
     result = simulate(A_AND_B, [job("J", "m", 9000)], policy, perf=TablePerf(H5_PERF))
     assert result.records[0].finish_time == pytest.approx(9000 * 360 / (12.5 * 350))
 

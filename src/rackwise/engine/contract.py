@@ -34,6 +34,9 @@ class Capabilities:
         forks: It may start a job as several copies (``Start.copies > 1``).
         fork_overhead: The share of a forked job's time its copies spend
             keeping in step (None: no overhead).
+        copy_efficiency: The progress an extra copy adds, as a share of its
+            own rate: averaging copies' models is worth less than one model
+            training on all their samples (1: every copy counts fully).
         shares_gpus: It may start a job beside another on the same GPUs
             (``Start.beside``).
     """
@@ -44,6 +47,7 @@ class Capabilities:
     round_s: float | None = None
     forks: bool = False
     fork_overhead: Callable[[Job], float] | None = None
+    copy_efficiency: float = 1.0
     shares_gpus: bool = False
 
 

@@ -106,16 +106,17 @@ class IdealPerf:
 
 
 def forked_rate(perf: PerfModel, state: JobState, running: Mapping[str, JobState],
-                sync_overhead_frac: float) -> float:
+                sync_overhead_frac: float, copy_efficiency: float = 1.0) -> float:
     """Iterations per second of a job forked into ``state.copies`` copies.
 
     Copy c runs on ``state.gpu_ids[c*n : (c+1)*n]`` (n = the job's GPU count).
-    The copies' rates add up, and the time spent averaging their models
-    (``sync_overhead_frac`` of wall time, in [0, 1]) makes no progress:
-    ``rate = sum_c perf.rate(job, copy_c) * (1 - sync_overhead_frac)``.
+    The first copy's rate counts fully and each extra copy's ``copy_efficiency``
+    of its own (a statistical efficiency, in [0, 1]); the time spent averaging
+    their models (``sync_overhead_frac`` of wall time, in [0, 1]) makes no
+    progress: ``rate = (r_0 + copy_efficiency * sum_{c>0} r_c) * (1 - sync_overhead_frac)``.
     """
     job = state.job
     n = job.n_gpus
-    total = sum(perf.rate(job, state.gpu_ids[c * n:(c + 1) * n], running)
-                for c in range(state.copies))
+    rates = [perf.rate(job, state.gpu_ids[c * n:(c + 1) * n], running) for c in range(state.copies)]
+    total = rates[0] + min(max(copy_efficiency, 0.0), 1.0) * sum(rates[1:])
     return total * (1.0 - min(max(sync_overhead_frac, 0.0), 1.0))

@@ -6,10 +6,16 @@ extra copies of running jobs: each copy is a full training process of the
 job on its own node, all copies of a job train at once, and at every round
 boundary their models are averaged (weighted by the steps each made).
 
-In the simulator a forked job makes the sum of its copies' rates, less the
-share of each round spent averaging: ``(2 x model bytes / bandwidth +
-restart) / round`` (`fork_overhead_frac`, in its capabilities for the engine; see
-`rackwise.perf.base.forked_rate`). Every copy holds the job's full GPU
+In the simulator a forked job makes its first copy's rate plus
+``copy_efficiency`` of each extra copy's, less the share of each round spent
+averaging: ``(2 x model bytes / bandwidth + restart) / round``
+(`fork_overhead_frac`; both are in its capabilities for the engine, see
+`rackwise.perf.base.forked_rate`). Averaging the models of copies that each
+saw part of the samples is worth less than one model that saw them all, and
+how much less is not public for HadarE (its abstract reports no loss of
+model quality); the default 0.8 is the sensitivity value of
+shared/papers/hadar.md §3.7, and ``copy_efficiency=1`` is the abstract's
+reading. Every copy holds the job's full GPU
 count, so a copy fits only a node with that many free GPUs ([R]; the
 digest also allows smaller copies).
 """
@@ -22,6 +28,7 @@ from typing import ClassVar
 import numpy as np
 
 from rackwise.engine.view import ClusterView
+from rackwise.errors import InputError
 from rackwise.policies.base import Capabilities
 from rackwise.policies.hadar import Hadar, Layout, used_book
 from rackwise.policies.parts.primal_dual import PriceBook
@@ -69,6 +76,8 @@ class HadarE(Hadar):
         sync_bandwidth_gbps: Bandwidth for averaging copies (digest: 10).
         restart_s: Seconds each sync costs beyond the transfer (digest: 10).
         default_model_bytes: Model size when neither job nor table knows it.
+        copy_efficiency: Progress an extra copy adds, as a share of its own
+            rate (the module docstring says where 0.8 comes from).
         (All of Hadar's parameters apply too.)
     """
 
@@ -77,10 +86,17 @@ class HadarE(Hadar):
     sync_bandwidth_gbps: float = 10.0
     restart_s: float = 10.0
     default_model_bytes: float = 100e6
+    copy_efficiency: float = 0.8
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.copy_efficiency <= 1.0:
+            raise InputError(f"must be in [0, 1], got {self.copy_efficiency}",
+                             field="copy_efficiency")
 
     @property
     def capabilities(self) -> Capabilities:
-        return replace(super().capabilities, forks=True, fork_overhead=self.fork_overhead_frac)
+        return replace(super().capabilities, forks=True, fork_overhead=self.fork_overhead_frac,
+                       copy_efficiency=self.copy_efficiency)
 
     def fork_overhead_frac(self, job: Job) -> float:
         """Share of a forked job's wall time spent averaging its copies."""

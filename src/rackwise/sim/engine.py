@@ -103,6 +103,7 @@ class Simulator:
         capabilities = policy.capabilities
         self._round_s = capabilities.round_s
         self._fork_overhead = capabilities.fork_overhead
+        self._copy_efficiency = capabilities.copy_efficiency
         # Optional: models that track communication say how much of each step it takes.
         self._comm_of = getattr(self.perf, "comm_per_iter_s", None)
         # Optional: models that price two jobs on the same GPUs (space sharing).
@@ -407,7 +408,7 @@ class Simulator:
             rate = new_rates[job_id]
             if state.copies > 1:
                 frac = self._fork_overhead(state.job) if self._fork_overhead is not None else 0.0
-                rate = forked_rate(self.perf, state, running, frac)
+                rate = forked_rate(self.perf, state, running, frac, self._copy_efficiency)
             elif state.partner is not None:
                 rate *= self._pair_factor(state)
             if job_id not in changed and rate == state.rate_iters_per_s:
