@@ -24,6 +24,7 @@ from rackwise.experiments import Cell
 def run_cell(cell: Cell) -> dict[str, Any]:
     """Simulate one cell of the grid and summarise it."""
     from rackwise.metrics.summary import summarize
+    from rackwise.policies.parts.predicted_srpt import PredictedSrpt
     from rackwise.policies.parts.predictor import prediction_accuracy
     from rackwise.policies.parts.virtual_machine import srpt_finish_times
     from rackwise.run import execute
@@ -45,9 +46,9 @@ def run_cell(cell: Cell) -> dict[str, Any]:
         "jct_over_vm_bound": sum(r.jct_s for r in result.records) / vm_flow,
         "wall_s": round(wall_s, 1),
     }
-    log = getattr(result.policy, "prediction_log_", None)
-    if log is not None:
-        accuracy = prediction_accuracy(log)
+    srpt = getattr(result.policy, "srpt", None)
+    if isinstance(srpt, PredictedSrpt):
+        accuracy = prediction_accuracy(srpt.prediction_log)
         row.update(mae_iters=accuracy["mae_iters"], mape_pct=accuracy["mape_pct"],
                    within_20pct_frac=accuracy["within_20pct_frac"])
     return row

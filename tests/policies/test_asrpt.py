@@ -82,12 +82,12 @@ def test_tc7_overrun_grows_the_prediction_and_the_virtual_work() -> None:
 
     def watch(sim: Simulator) -> None:
         if sim.now == 100.0:
-            seen["estimate"] = policy.estimate_iters_["J1"]
-            seen["vm_remaining_s"] = policy.vm_.remaining_s("J1")
+            seen["estimate"] = policy.srpt.estimate_iters("J1")
+            seen["vm_remaining_s"] = policy.srpt.virtual_remaining_s("J1")
 
     Simulator(uniform_cluster(1, 8, 8), jobs, policy, observers=[watch]).run()
     assert seen == {"estimate": 150.0, "vm_remaining_s": 25.0}  # 4 * 50 * 1 / 8
-    logged = {r.job_id: r for r in policy.prediction_log_}
+    logged = {r.job_id: r for r in policy.srpt.prediction_log}
     assert logged["J1"].predicted_iters == 100.0 and logged["J1"].actual_iters == 300.0
 
 
@@ -103,14 +103,14 @@ def test_asrpt_finishes_every_job_of_a_small_trace_and_learns() -> None:
     policy = make_policy("asrpt", n_estimators=10, refit_every=20)
     result = simulate(uniform_cluster(2, 4, 2), jobs, policy, seed=3)
     assert sorted(r.job_id for r in result.records) == sorted(j.job_id for j in jobs)
-    log = policy.prediction_log_
+    log = policy.srpt.prediction_log
     assert len(log) == len(jobs)
-    assert policy.predictor_.n_fits_ >= 5
+    assert policy.srpt.n_fits >= 5
     assert sum(r.source == "forest" for r in log) > len(jobs) // 2
     rules = make_policy("asrpt", predictor="median")
     simulate(uniform_cluster(2, 4, 2), jobs, rules, seed=3)
     mae = prediction_accuracy(log)["mae_iters"]
-    assert mae < 0.75 * prediction_accuracy(rules.prediction_log_)["mae_iters"]
+    assert mae < 0.75 * prediction_accuracy(rules.srpt.prediction_log)["mae_iters"]
 
 
 def test_same_seed_identical_records_and_predictions() -> None:
@@ -119,7 +119,7 @@ def test_same_seed_identical_records_and_predictions() -> None:
     for _ in range(2):
         policy = make_policy("asrpt", n_estimators=5, refit_every=10)
         result = simulate(uniform_cluster(2, 4, 2), jobs, policy, seed=9)
-        runs.append((result.records, policy.prediction_log_, policy.placement_log_))
+        runs.append((result.records, policy.srpt.prediction_log, policy.srpt.placement_log))
     assert runs[0] == runs[1]
 
 
@@ -127,7 +127,7 @@ def test_multi_server_starts_report_their_traffic() -> None:
     job = Job("big", 0.0, 8, 10.0, model="GPT-2 XL", parallelism=Parallelism(2, 2, 2))
     policy = AsrptOracle()
     simulate(uniform_cluster(2, 4, 8), [job], policy)
-    (record,) = policy.placement_log_
+    (record,) = policy.srpt.placement_log
     assert record.n_servers == 2
     assert record.cut_bytes == pytest.approx(4 * 8 * 3.2768e6 / 2)  # four pipeline edges
     assert record.comm_s_per_iter > 0
@@ -151,9 +151,9 @@ def test_run_state_appears_only_at_reset_and_survives_pickling_mid_run() -> None
     for _ in range(60):
         sim.step()
     clone = pickle.loads(pickle.dumps(policy))
-    assert clone.prediction_log_ == policy.prediction_log_
+    assert clone.srpt.prediction_log == policy.srpt.prediction_log
     fresh = dataclasses.replace(policy)
-    assert fresh == policy and not hasattr(fresh, "vm_")
+    assert fresh == policy and not hasattr(fresh, "srpt_")
 
 
 @settings(max_examples=30)

@@ -43,7 +43,7 @@ def test_tc6_three_identical_rows() -> None:
     value, source = forest.predict([forest.features(jobs[3])])[0]
     expected = math.expm1((math.log1p(1000) + math.log1p(1100) + math.log1p(1200)) / 3)
     assert source == "forest" and value == pytest.approx(expected) == pytest.approx(1096.96, abs=0.01)
-    assert forest.n_fits_ == 1 and cold.forest_ is None
+    assert forest.n_fits == 1 and not cold.fitted
 
 
 def test_cold_start_order_declared_model_group_global_default() -> None:
@@ -64,7 +64,7 @@ def test_unseen_recurrence_keys_use_the_cold_start_rules_even_with_a_forest() ->
     predictor = IterationPredictor(min_train_rows=2, forest_params={"n_estimators": 3})
     for i in range(2):
         predictor.observe(predictor.features(_job(f"j{i}")), 500.0)
-    assert predictor.forest_ is not None
+    assert predictor.fitted
     _, source = predictor.predict([predictor.features(_job("new", name="other"))])[0]
     assert source == "model-median"
 

@@ -109,8 +109,8 @@ def fit_durations(history: Sequence[Job], targets: Sequence[Job], *,
     old = RandomForestRegressor(n_estimators=N_TREES, random_state=seed, n_jobs=1).fit(x[:split], y[:split])
     holdout = np.expm1(old.predict(x[split:]))
     guessed = [float(g) if keyed[split + i] else cold[split + i] for i, g in enumerate(holdout)]
-    predictor.forest_ = RandomForestRegressor(n_estimators=N_TREES, random_state=seed,
-                                              n_jobs=1).fit(x, y)
+    predictor.adopt_forest(RandomForestRegressor(n_estimators=N_TREES, random_state=seed,
+                                                 n_jobs=1).fit(x, y))
     guesses = [g for g, _ in predictor.predict(target_features)] if target_features else []
     return _fitted(targets, guesses, history[split:], guessed, window_jobs)
 

@@ -2,11 +2,11 @@
 
 One policy built from three research designs, each reused, not re-written:
 
-1. **Who goes first** is A-SRPT's (`rackwise.policies.asrpt`): a virtual
-   single machine runs preemptive SRPT on predicted work, and its order
-   decides which jobs start, which are backfilled and which are preempted.
-   The ``predictor`` parameter is the same as ``asrpt``'s (``"oracle"`` gives
-   the ``asrpt-oracle`` variant).
+1. **Who goes first** is A-SRPT's (`parts.predicted_srpt`, as in
+   `rackwise.policies.asrpt`): a virtual single machine runs preemptive SRPT
+   on predicted work, and its order decides which jobs start, which are
+   backfilled and which are preempted. Every A-SRPT parameter applies, the
+   ``predictor`` too (``"oracle"`` gives the ``asrpt-oracle`` variant).
 2. **How close** is dally's (`rackwise.policies.delay`): a job's slowdown
    when spread puts it in a sensitivity class (`parts.locality.SigmaEstimator`),
    and the class's timers say how long it waits for a node, then a rack,
@@ -33,9 +33,8 @@ import numpy as np
 from rackwise.cluster.allocation import Allocation, TentativeAllocation
 from rackwise.engine.view import ClusterView
 from rackwise.perf.graph_placement import GraphPlacement, placement_cost
-from rackwise.perf.job_graph import build_job_graph
-from rackwise.policies.asrpt import Asrpt
-from rackwise.policies.base import Decisions
+from rackwise.perf.job_graph import JobGraph
+from rackwise.policies.base import BasePolicy, Decisions
 from rackwise.policies.parts.heterogeneity import (
     TypeMask,
     TypeThroughputs,
@@ -48,6 +47,12 @@ from rackwise.policies.parts.locality import (
     main_gpu_type,
     target_level,
 )
+from rackwise.policies.parts.predicted_srpt import (
+    AsrptParameters,
+    PredictedSrpt,
+    asrpt_placement,
+    require_predictor_extra,
+)
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState
 
@@ -55,12 +60,13 @@ DELAY = "delay"  # the ``placement`` value that turns on parts 2 and 3
 
 
 @dataclass(kw_only=True)
-class Combined(Asrpt):
+class Combined(AsrptParameters, BasePolicy):
     """Predicted-SRPT ordering, sensitivity-class delay timers, fastest-GPU-type placement.
 
-    Every `Asrpt` parameter applies (``predictor``, ``preempt``, ``epsilon``,
-    ``min_run_s``, ``tick_s``, ...); ``placement="delay"`` is this policy's
-    placement, and any other value falls back to A-SRPT's (an ablation).
+    Every A-SRPT parameter applies (`AsrptParameters`: ``predictor``,
+    ``preempt``, ``epsilon``, ``min_run_s``, ``tick_s``, ...);
+    ``placement="delay"`` is this policy's placement, and any other value
+    falls back to A-SRPT's (an ablation).
 
     Args:
         timer_low_s, timer_med_s, timer_high_s: Seconds a job of the class waits
@@ -75,6 +81,8 @@ class Combined(Asrpt):
     """
 
     name: ClassVar[str] = "combined"
+    preempts: ClassVar[bool] = True
+    needs_extra: ClassVar[str | None] = "ml"
 
     placement: str = DELAY
     timer_low_s: tuple[float, float] = (0.0, 0.0)
@@ -86,30 +94,34 @@ class Combined(Asrpt):
     min_speed_frac: float = 0.5
     type_wait_s: float = 1_800.0
 
+    def __post_init__(self) -> None:
+        require_predictor_extra(self.predictor)
+
+    @property
+    def srpt(self) -> PredictedSrpt:
+        """The run's ordering state: predictions, virtual machine, prediction and placement logs."""
+        return self.srpt_
+
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
+        self.srpt_ = PredictedSrpt(self, self._place, view, rng)
         topology = view.topology
         self.sigmas_ = SigmaEstimator(main_gpu_type(topology), self.fallback_l1_frac)
         self.type_rates_ = TypeThroughputs(topology)
         self.type_nodes_ = nodes_by_type(topology)
         self.class_of_: dict[str, str] = {}
-        # The view of the call in progress (placement is asked from inside
-        # Asrpt.schedule); None between calls, so the view is never kept.
-        self.view_: ClusterView | None = None
-        self.now_ = 0.0
+
+    def on_arrival(self, job: Job, now: float) -> None:
+        self.srpt_.on_arrival(job)
 
     def on_completion(self, job: Job, now: float) -> None:
-        super().on_completion(job, now)
+        self.srpt_.on_completion(job, now)
         self.class_of_.pop(job.job_id, None)
         self.type_rates_.forget(job.job_id)
 
     # ---------------------------------------------------------------- schedule
     def schedule(self, view: ClusterView, now: float) -> Decisions:
-        self.view_, self.now_ = view, now
-        try:
-            decisions = super().schedule(view, now)
-        finally:
-            self.view_ = None
+        decisions = self.srpt_.schedule(view, now)
         if self.placement != DELAY:
             return decisions
         # Wake when a waiting job may next relax a level or take a slower type
@@ -153,29 +165,27 @@ class Combined(Asrpt):
         return L2, math.inf
 
     # ---------------------------------------------------------------- placement
-    def _placement(self, free: Allocation | TentativeAllocation, job: Job) -> GraphPlacement | None:
-        view = self.view_
-        if self.placement != DELAY or view is None:
-            return super()._placement(free, job)
-        gpus = self._delay_gpus(view, free, job)
-        if gpus is None:
-            return None
-        graph = self.graphs_.get(job.job_id)
-        if graph is None:
-            graph = self.graphs_[job.job_id] = build_job_graph(job)
-        return placement_cost(graph, gpus, view.topology)
+    def _place(self, view: ClusterView, free: Allocation | TentativeAllocation, job: Job,
+               graph: JobGraph, now: float, *, ideal: bool) -> GraphPlacement | None:
+        """The `Placer` handed to A-SRPT's ordering."""
+        if self.placement != DELAY:
+            return asrpt_placement(free, job, graph, self, self.rng_)
+        gpus = self._delay_gpus(view, free, job, now, ideal=ideal)
+        return None if gpus is None else placement_cost(graph, gpus, view.topology)
 
-    def _delay_gpus(self, view: ClusterView, free: Allocation | TentativeAllocation,
-                    job: Job) -> tuple[int, ...] | None:
-        """GPUs on the fastest acceptable type at the job's allowed level, or None (wait)."""
+    def _delay_gpus(self, view: ClusterView, free: Allocation | TentativeAllocation, job: Job,
+                    now: float, *, ideal: bool) -> tuple[int, ...] | None:
+        """GPUs on the fastest acceptable type at the job's allowed level, or None (wait).
+
+        ``ideal``: the job is being sized on the virtual machine, so its best case is asked for.
+        """
         state = view.pending.get(job.job_id) or JobState(job)
         n_gpus = job.n_gpus
-        ideal = free is self.empty_  # sizing the job on the virtual machine: its best case
         if ideal:
             level, waited_s = L2, math.inf
         else:
-            level, _ = self._allowed(view, state, self.now_)
-            waited_s = self.now_ - state.queued_since
+            level, _ = self._allowed(view, state, now)
+            waited_s = now - state.queued_since
         rates = self.type_rates_.of(view, state)
         types = self.type_rates_.types
         best_rate = float(rates.max()) if len(rates) else 0.0

@@ -138,8 +138,18 @@ class IterationPredictor:
         self._all_log: list[float] = []  # sorted log1p(iterations) of every finished job
         self._rows: deque[tuple[tuple[float, ...], float]] = deque(maxlen=self.max_train_rows)
         self._since_fit = 0
-        self.forest_: Any = None
-        self.n_fits_ = 0
+        self._forest: Any = None
+        self._n_fits = 0
+
+    @property
+    def fitted(self) -> bool:
+        """Whether a forest has been fitted (until then, the cold-start rules answer)."""
+        return self._forest is not None
+
+    @property
+    def n_fits(self) -> int:
+        """How many times the forest has been fitted."""
+        return self._n_fits
 
     # ------------------------------------------------------------------ features
     def _code(self, kind: str, value: str | None) -> float:
@@ -186,7 +196,7 @@ class IterationPredictor:
         """Predicted iterations and the rule that gave them, for each job."""
         answers: list[tuple[float, str] | None] = [None] * len(features)
         forest_rows = []
-        if self.forest_ is not None:
+        if self._forest is not None:
             for i, f in enumerate(features):
                 if self._history.get(("key", f.key)):
                     forest_rows.append(i)
@@ -205,13 +215,17 @@ class IterationPredictor:
         import numpy as np
 
         x = np.asarray(rows, dtype=np.float32)
-        trees = self.forest_.estimators_
+        trees = self._forest.estimators_
         total = np.zeros(len(rows))
         for tree in trees:
             total += tree.tree_.predict(x).reshape(len(rows))
         return [float(v) for v in total / len(trees)]
 
     # ---------------------------------------------------------------- learning
+    def adopt_forest(self, forest: Any) -> None:
+        """Predict with a forest fitted elsewhere, on `JobFeatures.row` rows and log1p targets."""
+        self._forest = forest
+
     def observe(self, features: JobFeatures, actual_iters: float) -> bool:
         """Learn from a finished job; returns True when the forest was refitted."""
         y = math.log1p(max(actual_iters, 0.0))
@@ -224,7 +238,7 @@ class IterationPredictor:
             history = self._history.setdefault((kind, value), deque(maxlen=self.history_window))
             history.append(y)
         self._since_fit += 1
-        due = self.forest_ is None or self._since_fit >= self.refit_every
+        due = self._forest is None or self._since_fit >= self.refit_every
         if self.use_forest and len(self._rows) >= self.min_train_rows and due:
             self._fit()
             return True
@@ -238,6 +252,6 @@ class IterationPredictor:
         x = np.array([row for row, _ in self._rows])
         y = np.array([target for _, target in self._rows])
         params = {"n_estimators": 100, **self.forest_params, "random_state": self.random_state}
-        self.forest_ = RandomForestRegressor(**params).fit(x, y)
+        self._forest = RandomForestRegressor(**params).fit(x, y)
         self._since_fit = 0
-        self.n_fits_ += 1
+        self._n_fits += 1

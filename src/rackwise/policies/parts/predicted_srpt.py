@@ -1,0 +1,361 @@
+"""A-SRPT's ordering: preemptive SRPT on predicted work, on one virtual machine.
+
+Everything A-SRPT decides except where a job goes: each arrival is
+predicted and sized on a virtual machine of the cluster's GPU count
+(`parts.virtual_machine`), overruns grow their prediction, and the
+machine's order picks the jobs to start, backfill and preempt. A policy
+holds one `PredictedSrpt` and hands it a `Placer`; ``asrpt`` gives it the
+graph partitioner (`asrpt_placement`), ``combined`` its delay placement.
+
+The parameters are `AsrptParameters`, a dataclass of fields only that each
+such policy lists among its bases. Users set them flat on either policy
+(``-p epsilon=0.05``), so they must be fields of the policy itself, and a
+base of fields declares them once; it carries no methods, so no behaviour
+passes between policy modules through it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import Literal, Protocol
+
+import numpy as np
+
+from rackwise.cluster.allocation import Allocation, TentativeAllocation
+from rackwise.engine.contract import Decisions, Start
+from rackwise.engine.view import ClusterView
+from rackwise.perf.graph_placement import (
+    GraphPlacement,
+    PlacementRecord,
+    place_graph,
+    placement_cost,
+)
+from rackwise.perf.job_graph import JobGraph, build_job_graph
+from rackwise.policies.parts.placement import get_placement
+from rackwise.policies.parts.predictor import (
+    IterationPredictor,
+    JobFeatures,
+    PredictionRecord,
+    require_sklearn,
+)
+from rackwise.policies.parts.virtual_machine import VirtualMachine
+from rackwise.workload.job import Job
+from rackwise.workload.state import JobState, Status
+
+Key = tuple[float, float, int]  # a virtual-machine priority, smallest first
+
+
+@dataclass(kw_only=True)
+class AsrptParameters:
+    """A-SRPT's parameters (docs/policies/asrpt.md explains each choice).
+
+    Args:
+        predictor: "forest" (random forest, needs the ``ml`` extra),
+            "median" (cold-start rules only) or "oracle" (true iterations).
+        gate: "arrival" (a job may run once it arrives) or "vm_completion"
+            (only once the virtual machine has finished it; never preempts).
+        preempt: Preempt running jobs the virtual machine ranks lower.
+        strict_order: No backfilling: a job that cannot start blocks later ones.
+        placement: "graph" (communication-aware partitioner) or any name in
+            ``parts.placement.PLACEMENTS`` (an ablation).
+        epsilon: A job displaces a running one only if its remaining virtual
+            time is below ``(1 - epsilon)`` of the victim's.
+        min_run_s: A job runs at least this long before it can be preempted.
+        tick_s: Re-plan at multiples of this while jobs wait (preempt on).
+        overrun_factor: A job that reaches its predicted iterations gets
+            ``ceil((1 + overrun_factor) * done)`` as its new prediction.
+        refit_every: Refit the forest after this many more finished jobs.
+        min_train_rows: Finished jobs needed before the forest is used.
+        n_estimators: Trees in the forest.
+        predict_target: "duration" learns run time on the job's ideal
+            placement (iterations x tau*), "iterations" learns iterations.
+        default_prediction: Prediction when nothing has finished yet, in
+            the target's unit (seconds or iterations).
+        repredict_waiting: After a refit, predict again for jobs not yet started.
+        kl_passes: Refinement passes of the graph partitioner.
+    """
+
+    predictor: Literal["forest", "median", "oracle"] = "forest"
+    gate: Literal["arrival", "vm_completion"] = "arrival"
+    preempt: bool = True
+    strict_order: bool = False
+    placement: str = "graph"
+    epsilon: float = 0.1
+    min_run_s: float = 60.0
+    tick_s: float = 60.0
+    overrun_factor: float = 0.5
+    refit_every: int = 50
+    min_train_rows: int = 20
+    n_estimators: int = 100
+    predict_target: Literal["duration", "iterations"] = "duration"
+    default_prediction: float = 1_000.0
+    repredict_waiting: bool = True
+    kl_passes: int = 10
+
+
+def require_predictor_extra(predictor: str) -> None:
+    """Fail when a policy is built, not mid-run, if its predictor needs scikit-learn."""
+    if predictor == "forest":
+        require_sklearn()
+
+
+class Placer(Protocol):
+    """Where a job would go on ``free`` now, with its communication cost; None if nowhere.
+
+    ``ideal`` is true when sizing a job on the virtual machine: ``free`` is
+    then the empty cluster, and the job's best placement is asked for.
+    """
+
+    def __call__(self, view: ClusterView, free: Allocation | TentativeAllocation, job: Job,
+                 graph: JobGraph, now: float, *, ideal: bool) -> GraphPlacement | None: ...
+
+
+def asrpt_placement(free: Allocation | TentativeAllocation, job: Job, graph: JobGraph,
+                    params: AsrptParameters, rng: np.random.Generator) -> GraphPlacement | None:
+    """A-SRPT's placement: the graph partitioner, or the ablation ``params.placement`` names."""
+    if params.placement == "graph":
+        return place_graph(free, graph, kl_passes=params.kl_passes)
+    gpus = get_placement(params.placement)(free, job.n_gpus, rng)
+    return None if gpus is None else placement_cost(graph, gpus, free.topology)
+
+
+class PredictedSrpt:
+    """One run of A-SRPT's ordering: predictions, the virtual machine and their logs.
+
+    The policy passes its arrivals, completions and ``schedule`` calls on,
+    and answers placement questions through ``place``.
+    """
+
+    def __init__(self, params: AsrptParameters, place: Placer, view: ClusterView,
+                 rng: np.random.Generator) -> None:
+        self._params = params
+        self._place = place
+        self._vm = VirtualMachine(0.0)
+        self._predictor = IterationPredictor(
+            use_forest=params.predictor == "forest", min_train_rows=params.min_train_rows,
+            refit_every=params.refit_every, default_iters=params.default_prediction,
+            forest_params={"n_estimators": params.n_estimators},
+            random_state=int(rng.integers(2**31 - 1)))
+        self._capacity_gpus = view.topology.n_gpus
+        self._empty = Allocation(view.topology)  # never changed: "ideal" placements
+        self._arrived: list[Job] = []
+        self._waiting: dict[str, Job] = {}  # arrived, never started
+        self._features: dict[str, JobFeatures] = {}
+        self._estimate_iters: dict[str, float] = {}  # current prediction, overruns included
+        self._predicted: dict[str, tuple[float, str]] = {}  # prediction the job was scheduled on
+        self._vm_s_per_iter: dict[str, float] = {}  # g * tau* / G
+        self._unit: dict[str, float] = {}  # prediction-target units per iteration
+        self._graphs: dict[str, JobGraph] = {}
+        self._prediction_log: list[PredictionRecord] = []
+        self._placement_log: list[PlacementRecord] = []
+
+    # ------------------------------------------------------------- read-only
+    @property
+    def prediction_log(self) -> Sequence[PredictionRecord]:
+        """Per finished job, the prediction it was scheduled on and its true iterations."""
+        return self._prediction_log
+
+    @property
+    def placement_log(self) -> Sequence[PlacementRecord]:
+        """Per start: servers used, bytes cut and the communication time estimated."""
+        return self._placement_log
+
+    @property
+    def n_fits(self) -> int:
+        """How many times the forest has been fitted."""
+        return self._predictor.n_fits
+
+    def estimate_iters(self, job_id: str) -> float:
+        """The job's current predicted iterations, overruns included."""
+        return self._estimate_iters[job_id]
+
+    def virtual_remaining_s(self, job_id: str) -> float:
+        """The job's remaining time on the virtual machine."""
+        return self._vm.remaining_s(job_id)
+
+    # ------------------------------------------------------------------ hooks
+    def on_arrival(self, job: Job) -> None:
+        # Predicted once tau* is known, in `schedule` at this same instant.
+        if self._params.predictor != "oracle":
+            self._features[job.job_id] = self._predictor.features(job)
+        self._arrived.append(job)
+        self._waiting[job.job_id] = job
+
+    def on_completion(self, job: Job, now: float) -> None:
+        job_id = job.job_id
+        self._vm.advance(now)
+        self._vm.remove(job_id)
+        for table in (self._estimate_iters, self._vm_s_per_iter, self._graphs, self._waiting):
+            table.pop(job_id, None)
+        entry = self._predicted.pop(job_id, None)
+        if entry is None:
+            # Announced (a driver adopting a running cluster) but finished before it was scheduled.
+            self._arrived = [pending for pending in self._arrived if pending.job_id != job_id]
+            self._features.pop(job_id, None)
+            return
+        predicted, source = entry
+        self._prediction_log.append(PredictionRecord(job_id, predicted, job.total_iters, source))
+        unit = self._unit.pop(job_id)
+        features = self._features.pop(job_id, None)
+        refit = features is not None and self._predictor.observe(features, job.total_iters * unit)
+        if refit and self._params.repredict_waiting:
+            self._repredict()
+
+    def _repredict(self) -> None:
+        """New forest: new predictions for jobs that have not started yet."""
+        ids = [job_id for job_id in self._waiting if job_id in self._vm_s_per_iter]
+        guesses = self._predictor.predict([self._features[job_id] for job_id in ids])
+        for job_id, (value, source) in zip(ids, guesses):
+            iters = value / self._unit[job_id]
+            self._predicted[job_id] = (iters, source)
+            self._set_estimate(job_id, iters)
+
+    def _set_estimate(self, job_id: str, iters: float) -> None:
+        delta = iters - self._estimate_iters[job_id]
+        self._estimate_iters[job_id] = iters
+        if delta:
+            self._vm.grow(job_id, delta * self._vm_s_per_iter[job_id])
+
+    # --------------------------------------------------------------- schedule
+    def schedule(self, view: ClusterView, now: float) -> Decisions:
+        """Start, backfill and preempt in the virtual machine's order."""
+        params, vm = self._params, self._vm
+        vm.advance(now)
+        for job in self._arrived:
+            self._enter_vm(view, job, now)
+        self._arrived.clear()
+        self._check_overruns(view.running, now)
+
+        if not view.pending:
+            return Decisions()
+        pending: Iterable[tuple[str, JobState]] = view.pending.items()
+        if params.gate != "arrival":
+            pending = [(job_id, s) for job_id, s in pending if vm.is_overdue(job_id)]
+        eligible = vm.ranked(pending)
+        free = view.tentative()
+        if params.preempt and params.gate == "arrival":
+            running = vm.ranked(view.running.items())
+            starts, preempted = self._preempt_to_vm_order(view, running, eligible, free, now)
+        else:
+            starts, preempted = [], []
+        started = {start.job_id for start in starts}
+        for _, state in eligible:  # backfill, in key order
+            if state.job_id in started:
+                continue
+            started_now = (free.n_free >= state.n_gpus
+                           and self._try_start(view, state, free, starts, now))
+            if not started_now and (params.strict_order or free.n_free == 0):
+                break
+        return Decisions(start=tuple(starts), preempt=tuple(preempted),
+                         wake_at=self._wake_at(view, now, len(starts) - len(preempted)))
+
+    def _graph(self, job: Job) -> JobGraph:
+        graph = self._graphs.get(job.job_id)
+        if graph is None:
+            graph = self._graphs[job.job_id] = build_job_graph(job)
+        return graph
+
+    def _enter_vm(self, view: ClusterView, job: Job, now: float) -> None:
+        """Predict an arrived job and put it on the virtual machine, sized g * N * tau* / G."""
+        ideal = self._place(view, self._empty, job, self._graph(job), now, ideal=True)
+        assert ideal is not None  # the engine refuses jobs larger than the cluster
+        rate = view.perf.rate(job, ideal.gpu_ids, {})
+        per_iter = job.n_gpus / (rate * self._capacity_gpus) if rate > 0 else 0.0
+        tau = 1.0 / rate if 0 < rate < math.inf else 0.0
+        duration = self._params.predict_target == "duration" and tau > 0
+        unit = self._unit[job.job_id] = tau if duration else 1.0
+        if self._params.predictor == "oracle":
+            iters, source = job.total_iters, "oracle"
+        else:
+            value, source = self._predictor.predict([self._features[job.job_id]])[0]
+            iters = value / unit
+        self._predicted[job.job_id] = (iters, source)
+        self._vm_s_per_iter[job.job_id] = per_iter
+        self._estimate_iters[job.job_id] = iters
+        self._vm.add(job.job_id, iters * per_iter, job.submit_time)
+
+    def _check_overruns(self, running: Mapping[str, JobState], now: float) -> None:
+        """A job that ran past its prediction gets a larger one (the "adaptive" part).
+
+        Asked of every running job at every event, so the loop is kept tight.
+        """
+        estimates, factor = self._estimate_iters, self._params.overrun_factor
+        for job_id, state in running.items():
+            done = state.iters_at(now)
+            if done >= estimates[job_id] and done < state.job.total_iters:
+                grown = max(math.ceil((1.0 + factor) * done), math.floor(done) + 1)
+                self._set_estimate(job_id, float(grown))
+
+    def _preempt_to_vm_order(self, view: ClusterView, running: list[tuple[Key, JobState]],
+                             eligible: Iterable[tuple[Key, JobState]], free: TentativeAllocation,
+                             now: float) -> tuple[list[Start], list[str]]:
+        """Start the jobs the virtual machine ranks first, preempting lower-ranked ones.
+
+        Both lists hold ``(key, state)`` in key order. The desired set is the
+        greedy prefix, by GPU count, of all of them. A running job outside it
+        is preempted only when a desired job cannot be placed otherwise, has
+        run at least ``min_run_s``, and ranks clearly lower (``epsilon``).
+        """
+        epsilon, min_run_s = self._params.epsilon, self._params.min_run_s
+        room = self._capacity_gpus
+        desired: list[tuple[Key, JobState]] = []
+        for item in heapq.merge(running, eligible, key=itemgetter(0)):
+            if item[1].n_gpus <= room:
+                desired.append(item)
+                room -= item[1].n_gpus
+                if room == 0:
+                    break
+        desired_ids = {s.job_id for _, s in desired}
+        victims = [(k[0], s) for k, s in reversed(running) if s.job_id not in desired_ids]
+        starts: list[Start] = []
+        preempted: list[str] = []
+        for key, state in desired:
+            if state.status is Status.RUNNING or self._try_start(view, state, free, starts, now):
+                continue
+            bar = key[0] / (1.0 - epsilon) if epsilon < 1 else math.inf
+            given: list[JobState] = []
+            for remaining_s, victim in victims:
+                if now - victim.run_start < min_run_s or not remaining_s > bar:
+                    continue
+                free.give(victim.gpu_ids)
+                given.append(victim)
+                if free.n_free >= state.n_gpus and self._try_start(view, state, free, starts, now):
+                    break
+            else:
+                for victim in given:  # not enough: undo
+                    free.take(victim.gpu_ids)
+                continue
+            preempted.extend(v.job_id for v in given)
+            victims = [v for v in victims if v[1] not in given]
+        return starts, preempted
+
+    def _try_start(self, view: ClusterView, state: JobState, free: TentativeAllocation,
+                   starts: list[Start], now: float) -> bool:
+        placed = self._place(view, free, state.job, self._graph(state.job), now, ideal=False)
+        if placed is None:
+            return False
+        free.take(placed.gpu_ids)
+        starts.append(Start(state.job_id, placed.gpu_ids))
+        self._waiting.pop(state.job_id, None)
+        self._placement_log.append(PlacementRecord(
+            state.job_id, now, placed.n_servers, placed.cut_bytes,
+            placed.comm_time_s(free.topology.links)))
+        return True
+
+    def _wake_at(self, view: ClusterView, now: float, started_net: int) -> float | None:
+        """Next tick while jobs wait (preempt on), or the next virtual finish (gated)."""
+        params = self._params
+        if len(view.pending) - started_net <= 0:
+            return None
+        wake = math.inf
+        if params.preempt and params.gate == "arrival" and params.tick_s > 0:
+            wake = (math.floor(now / params.tick_s) + 1) * params.tick_s
+        if params.gate == "vm_completion":
+            wake = min(wake, self._vm.next_finish_time())
+        if wake == math.inf:
+            return None
+        return wake if wake > now else math.nextafter(now, math.inf)
