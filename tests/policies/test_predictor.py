@@ -90,6 +90,8 @@ def test_prediction_accuracy_by_hand() -> None:
     assert figures["mae_iters"] == pytest.approx((20 + 50 + 10) / 3)
     assert figures["mape_pct"] == pytest.approx(100 * (0.25 + 0.5 + 0.1) / 3)
     assert figures["within_20pct_frac"] == pytest.approx(1 / 3)
+    assert figures["median_ratio"] == pytest.approx(1.1)  # of 1.25, 0.5, 1.1
+    assert figures["under_frac"] == pytest.approx(1 / 3)
     assert math.isnan(prediction_accuracy([])["mae_iters"])
 
 

@@ -53,20 +53,26 @@ class PredictionRecord:
 
 
 def prediction_accuracy(log: Sequence[PredictionRecord]) -> dict[str, float]:
-    """Mean absolute error (iterations), mean absolute percentage error, share within 20%.
+    """Error figures of a prediction log: size and direction.
 
-    Jobs with zero actual iterations are left out of the percentage figures.
+    Mean absolute error (iterations), mean absolute percentage error, the
+    share within 20%, the median of predicted over actual (below 1: the
+    typical job is predicted too short) and the share predicted too short.
+    Jobs with zero actual iterations are left out of the relative figures.
     """
     if not log:
-        return {"n_jobs": 0, "mae_iters": math.nan, "mape_pct": math.nan, "within_20pct_frac": math.nan}
+        return {"n_jobs": 0, "mae_iters": math.nan, "mape_pct": math.nan,
+                "within_20pct_frac": math.nan, "median_ratio": math.nan, "under_frac": math.nan}
     errors = [abs(r.predicted_iters - r.actual_iters) for r in log]
-    relative = [abs(r.predicted_iters - r.actual_iters) / r.actual_iters
-                for r in log if r.actual_iters > 0]
+    ratios = [r.predicted_iters / r.actual_iters for r in log if r.actual_iters > 0]
+    relative = [abs(ratio - 1.0) for ratio in ratios]
     return {
         "n_jobs": len(log),
         "mae_iters": sum(errors) / len(errors),
         "mape_pct": 100.0 * sum(relative) / len(relative) if relative else math.nan,
         "within_20pct_frac": sum(e <= 0.2 for e in relative) / len(relative) if relative else math.nan,
+        "median_ratio": median(ratios) if ratios else math.nan,
+        "under_frac": sum(ratio < 1.0 for ratio in ratios) / len(ratios) if ratios else math.nan,
     }
 
 
