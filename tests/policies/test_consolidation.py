@@ -16,10 +16,12 @@ from hypothesis import given, settings
 from policies.delay_helpers import HIGH, LOW, Run, SpanPerf, job
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.errors import InputError
-from rackwise.policies.consolidation import ConsolidateStrict, DelayScheduler, PhillyRelax
+from rackwise.policies.consolidation import ConsolidateStrict, PhillyRelax
 from rackwise.policies.delay import Dally
+from rackwise.policies.parts.delay_scheduling import DelayScheduling
 from rackwise.policies.parts.locality import placement_level
 from rackwise.policies.registry import make_policy
+from rackwise.sim.engine import Simulator
 from strategies import clusters_and_workloads
 
 PAIR = uniform_cluster(2, gpus_per_node=8, nodes_per_rack=2)  # n0: GPUs 0-7, n1: 8-15
@@ -78,8 +80,10 @@ def test_las_ordering_is_available_to_the_baselines() -> None:
 
 
 def test_baselines_are_parameterisations_of_the_shared_engine() -> None:
-    for cls in (ConsolidateStrict, PhillyRelax, Dally):
-        assert issubclass(cls, DelayScheduler)
+    for policy in (ConsolidateStrict(), PhillyRelax(), Dally()):
+        sim = Simulator(uniform_cluster(2, gpus_per_node=4, nodes_per_rack=2), [], policy)
+        sim.start()
+        assert isinstance(policy.delay, DelayScheduling)
     assert not ConsolidateStrict.preempts and not PhillyRelax.preempts and Dally.preempts
     assert PhillyRelax(timeout_s=42.0).timer_table() == {"all": (42.0, 42.0)}
     assert replace(PhillyRelax(), timeout_s=5.0).timeout_s == 5.0

@@ -352,23 +352,23 @@ def test_tuner_shortens_timers_while_the_queue_grows_beside_idle_gpus() -> None:
     policy = Dally(preempt=False, tune_every_s=100.0)
     run = Run(TOY, _fragmented_queue(), policy)
     reason = "queue-grows-with-idle-gpus"
-    assert policy.timer_log_[:4] == [
+    assert policy.timer_log[:4] == [
         TimerUpdate(100.0, "med", 0, 300.0, 225.0, reason),
         TimerUpdate(100.0, "med", 1, 300.0, 225.0, reason),
         TimerUpdate(100.0, "high", 0, 1800.0, 1350.0, reason),
         TimerUpdate(100.0, "high", 1, 1800.0, 1350.0, reason)]
     assert run.start("M1") == (235.0, (3, 7))  # 10 + 225, not 10 + 300
     # later: M2 won L1 after a 90 s wait that buys only (0.3 - 0.15) x 100 s = 15 s
-    assert TimerUpdate(400.0, "med", 1, 225.0, 168.75, "wait-costs-more-than-gain") in policy.timer_log_
-    assert all(u.cls != "low" and u.level in (L0, L1) for u in policy.timer_log_)
-    assert policy.timers_["low"] == [0.0, 0.0]
+    assert TimerUpdate(400.0, "med", 1, 225.0, 168.75, "wait-costs-more-than-gain") in policy.timer_log
+    assert all(u.cls != "low" and u.level in (L0, L1) for u in policy.timer_log)
+    assert policy.delay.timers["low"] == [0.0, 0.0]
 
 
 def test_without_autotune_timers_stay_fixed() -> None:
     policy = Dally(preempt=False, autotune=False, tune_every_s=100.0)
     run = Run(TOY, _fragmented_queue(), policy)
-    assert policy.timer_log_ == []
-    assert policy.timers_ == {"low": [0.0, 0.0], "med": [300.0, 300.0], "high": [1800.0, 1800.0]}
+    assert policy.timer_log == []
+    assert policy.delay.timers == {"low": [0.0, 0.0], "med": [300.0, 300.0], "high": [1800.0, 1800.0]}
     assert run.start("M1") == (310.0, (3, 7))
 
 
@@ -401,4 +401,4 @@ def test_same_inputs_same_records_and_pickles_mid_run() -> None:
     for _ in range(15):
         sim.step()
     clone = pickle.loads(pickle.dumps(sim.policy))
-    assert clone.timers_ == sim.policy.timers_ and clone.waits_ == sim.policy.waits_
+    assert clone.delay.timers == sim.policy.delay.timers and clone.delay.waits == sim.policy.delay.waits

@@ -60,9 +60,9 @@ def test_timers_equal_the_hand_computed_table() -> None:
             job("l1", 0, 4, 50_000)]
     policy = break_even()
     Run(TWO_RACKS, jobs, policy, perf)
-    assert policy.timers_["high"] == pytest.approx([0.5 * 0.4 * 2000, 0.5 * 0.6 * 2000])  # 400, 600
-    assert policy.timers_["med"] == pytest.approx([0.5 * 0.1 * 800, 0.5 * 0.2 * 800])  # 40, 80
-    assert policy.timers_["low"] == [0.0, 0.0]
+    assert policy.delay.timers["high"] == pytest.approx([0.5 * 0.4 * 2000, 0.5 * 0.6 * 2000])  # 400, 600
+    assert policy.delay.timers["med"] == pytest.approx([0.5 * 0.1 * 800, 0.5 * 0.2 * 800])  # 40, 80
+    assert policy.delay.timers["low"] == [0.0, 0.0]
 
 
 def _blocked_c(c_submit: float) -> list:
@@ -95,8 +95,8 @@ def test_classes_not_seen_yet_keep_the_table() -> None:
     perf = SpanPerf({"lm": (0.5, 0.5)})
     policy = break_even()
     Run(TOY, [job("H", 0, 4, 400, model="lm")], policy, perf)
-    assert policy.timers_["high"] == pytest.approx([100.0, 0.0])  # σ(L2) = σ(L1) on one rack
-    assert policy.timers_["med"] == [300.0, 300.0]
+    assert policy.delay.timers["high"] == pytest.approx([100.0, 0.0])  # σ(L2) = σ(L1) on one rack
+    assert policy.delay.timers["med"] == [300.0, 300.0]
 
 
 def test_the_tuner_starts_from_the_break_even_timers() -> None:
@@ -113,13 +113,13 @@ def test_the_tuner_starts_from_the_break_even_timers() -> None:
     policy = Dally(initial_timers="break-even", preempt=False, tune_every_s=100.0)
     run = Run(TOY, jobs, policy)
     assert run.start("M1") == (pytest.approx(10.0 + 85.8), (3, 7))
-    [update] = policy.timer_log_
+    [update] = policy.timer_log
     assert (update.time, update.cls, update.level, update.reason) == (
         200.0, "med", L1, "gave-up-too-early")
     assert (update.old_s, update.new_s) == (pytest.approx(85.8), pytest.approx(85.8 * 1.25))
     # M1's finish (D = 100 s) no longer moves them: break-even alone would now say 7.5 s
-    assert policy.timers_["med"] == pytest.approx([85.8, 85.8 * 1.25])
-    assert policy.timers_["high"] == [1800.0, 1800.0]  # no high job: the table
+    assert policy.delay.timers["med"] == pytest.approx([85.8, 85.8 * 1.25])
+    assert policy.delay.timers["high"] == [1800.0, 1800.0]  # no high job: the table
 
 
 def test_break_even_runs_repeat() -> None:

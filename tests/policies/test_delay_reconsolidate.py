@@ -50,7 +50,7 @@ class Checked:
                            observers=[self.checker, watch]).run()
         self.records: dict[str, JobRecord] = {r.job_id: r for r in result.records}
         assert sorted(self.records) == sorted(j.job_id for j in jobs)  # every job finished
-        self.migrations: list[Migration] = policy.migrations_
+        self.migrations: list[Migration] = list(policy.migrations)
 
 
 def _spread_c(b_end: float, extra: tuple = ()) -> list:

@@ -26,7 +26,7 @@ def _first_round(topology, jobs, perf, **params):  # type: ignore[no-untyped-def
 
 def _x(policy: Gavel, job_id: str) -> np.ndarray:
     """X row in (v100, k80) order, as the digest writes it."""
-    return policy.alloc_[job_id][::-1]
+    return policy.allocation[job_id][::-1]
 
 
 def test_g1_aware_las_splits_both_types_evenly() -> None:
@@ -40,8 +40,8 @@ def test_g2_scale_factor_equalises_gpu_time() -> None:
     perf = TablePerf({("a", "v100"): 10, ("b", "v100"): 5})
     topology = cluster(("v100", 1, 2))
     _, policy = _first_round(topology, [job("A", "a", 1e6, n_gpus=2), job("B", "b", 1e6)], perf)
-    assert policy.alloc_["A"] == pytest.approx([0.5], abs=1e-5)
-    assert policy.alloc_["B"] == pytest.approx([1.0], abs=1e-5)
+    assert policy.allocation["A"] == pytest.approx([0.5], abs=1e-5)
+    assert policy.allocation["B"] == pytest.approx([1.0], abs=1e-5)
 
 
 def test_g3_makespan_puts_each_job_on_its_own_type() -> None:
@@ -141,7 +141,7 @@ def test_g7_mechanism_rotates_three_jobs_on_two_gpus() -> None:
     jobs = [job(f"J{i}", "m", 1e6) for i in range(3)]
     sim, policy = _first_round(topology, jobs, perf)
     for job_id in ("J0", "J1", "J2"):
-        assert policy.alloc_[job_id] == pytest.approx([2 / 3], abs=1e-5)
+        assert policy.allocation[job_id] == pytest.approx([2 / 3], abs=1e-5)
     ran = [sorted(sim.running)]
     while len(ran) < 4:
         sim.step()
@@ -164,7 +164,7 @@ def test_lp_failure_keeps_previous_allocation(objective: str, monkeypatch: pytes
     perf = TablePerf({("a", "v100"): 4, ("a", "k80"): 1, ("b", "v100"): 4, ("b", "k80"): 2})
     jobs = [job("A", "a", 1e6), job("B", "b", 1e6), job("C", "a", 1e6, submit=100.0)]
     sim, policy = _first_round(V100_K80, jobs, perf, objective=objective)
-    before = {k: v.copy() for k, v in policy.alloc_.items()}
+    before = {k: v.copy() for k, v in policy.allocation.items()}
 
     def broken(*args: object) -> np.ndarray:
         raise lp.LPError("forced failure")
@@ -174,9 +174,9 @@ def test_lp_failure_keeps_previous_allocation(objective: str, monkeypatch: pytes
         while sim.now < 360:
             sim.step()
     assert any("keeping the previous allocation" in r.message for r in caplog.records)
-    assert sorted(policy.alloc_) == ["A", "B"]
+    assert sorted(policy.allocation) == ["A", "B"]
     for job_id, row in before.items():
-        assert policy.alloc_[job_id] == pytest.approx(row)
+        assert policy.allocation[job_id] == pytest.approx(row)
 
 
 def _one_type_per_job(sim: Simulator) -> None:

@@ -80,11 +80,11 @@ def test_h3_mixed_option_progress(model: str, progress_per_s: float) -> None:
     topology = cluster(("v100", 1, 2), ("k80", 1, 2))
     perf = TablePerf({("a", "v100"): 10.0, ("a", "k80"): 2.5})
     _, policy = _hadar_on(topology, perf, [job("A", "a", 900, n_gpus=2)], progress_model=model)
-    book = PriceBook([2, 2], 1.0, [1.0, 1.0], horizon=1, groups=policy.node_type_)
+    book = PriceBook([2, 2], 1.0, [1.0, 1.0], horizon=1, groups=policy.planner.node_type)
     book.take(0, 0, 1)  # one free V100 on node 0, one free K80 on node 1
     book.take(0, 1, 1)
     rates = np.array([2.5, 10.0])  # (k80, v100): types sort by name
-    options = policy.slot_options(book, 0, rates, 2)
+    options = policy.planner.slot_options(book, 0, rates, 2)
     assert max(o.progress for o in options) == pytest.approx(360.0 * progress_per_s)
     assert all(o.take == ((0, 1), (1, 1)) for o in options)
 

@@ -39,7 +39,7 @@ def run(jobs: list[Job], policy: Tiresias, n_gpus_per_node: int = 4,
     queues: list[tuple[float, int | None]] = []
 
     def observe(sim: Simulator) -> None:
-        queues.append((sim.now, policy.queue_of_.get(watch)))
+        queues.append((sim.now, policy.queue_of(watch)))
 
     sim = Simulator(uniform_cluster(1, n_gpus_per_node, 1), jobs, spy, perf=EXACT,  # type: ignore[arg-type]
                     observers=[observe])

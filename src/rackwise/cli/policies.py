@@ -23,6 +23,11 @@ def _summary(cls: type) -> str:
     return re.sub(r"`+([^`]+)`+", r"\1", first)
 
 
+def _parameter_sets(cls: type) -> list[type]:
+    """The shared parameter dataclasses a policy lists among its bases (they live in `policies.parts`)."""
+    return [base for base in cls.__mro__[1:] if base.__module__.startswith("rackwise.policies.parts.")]
+
+
 def list_policies(
     name: Annotated[str | None, typer.Argument(help="Show this policy's parameters.")] = None,
 ) -> None:
@@ -39,7 +44,8 @@ def list_policies(
                 default = f.default if f.default is not MISSING else f.default_factory()  # type: ignore[operator]
                 table.add_row(f.name, repr(default))
         console.print(table)
-        console.print((cls.__doc__ or "").strip())
+        for documented in (cls, *_parameter_sets(cls)):
+            console.print((documented.__doc__ or "").strip())
         return
     table = Table(title="Policies (rackwise simulate --policy NAME; rackwise policies NAME for parameters)")
     table.add_column("name", style="bold")

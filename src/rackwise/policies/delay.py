@@ -6,8 +6,8 @@ published; the levels, classes, timer values, preemption guards and tuner
 rules here are our reconstruction, each exposed as a parameter with its
 default, and should not be read as the published algorithm.
 
-On top of the delay-scheduling engine (`rackwise.policies.consolidation`)
-each job gets a sensitivity class from its slowdown when spread, and the
+On top of the delay-scheduling engine (`parts.delay_scheduling`) each job
+gets a sensitivity class from its slowdown when spread, and the
 class sets its timers and its right to evict less sensitive jobs. Options:
 timers from the break-even rule (wait at most a fraction of what the tighter
 level saves) instead of a fixed table, and re-consolidation (running jobs
@@ -18,6 +18,7 @@ Variant B).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -25,9 +26,9 @@ import numpy as np
 
 from rackwise.cluster.allocation import TentativeAllocation
 from rackwise.engine.view import ClusterView
-from rackwise.policies.base import Decisions, Start
-from rackwise.policies.consolidation import DelayScheduler, WaitState
-from rackwise.policies.delay_tuner import ClassProfile, TimerTuner, break_even_timer
+from rackwise.policies.base import BasePolicy, Decisions, Start
+from rackwise.policies.delay_tuner import ClassProfile, TimerTuner, TimerUpdate, break_even_timer
+from rackwise.policies.parts.delay_scheduling import DelayParameters, DelayScheduling, WaitState
 from rackwise.policies.parts.locality import (
     L0,
     L1,
@@ -51,7 +52,7 @@ _REPASS_S = 1e-3
 
 @dataclass(frozen=True, slots=True)
 class Migration:
-    """One re-consolidation (a row of ``migrations_``): a running job moved to a tighter level."""
+    """One re-consolidation (a row of ``Dally.migrations``): a running job moved to a tighter level."""
 
     time: float
     job_id: str
@@ -62,7 +63,7 @@ class Migration:
 
 
 @dataclass(kw_only=True)
-class Dally(DelayScheduler):
+class Dally(DelayParameters, BasePolicy):
     """Network-sensitive delay scheduling with preemption and auto-tuned timers.
 
     rackwise's implementation of the published design (see module docstring);
@@ -106,7 +107,8 @@ class Dally(DelayScheduler):
             restart cost. A move is a preemption plus a start in one decision,
             counts as a preemption, and needs the ``min_run_s`` and
             ``max_preemptions`` guards a victim needs; levels only tighten.
-            Each move is logged in ``migrations_``.
+            Each move is logged in ``migrations``.
+        ordering, reserve_after_s: See `DelayParameters`.
     """
 
     name: ClassVar[str] = "dally"
@@ -135,10 +137,23 @@ class Dally(DelayScheduler):
     reconsolidate: bool = False
 
     def timer_table(self) -> dict[str, tuple[float, float]]:
+        """Seconds a job of each class waits at L0 and at L1 before relaxing, as configured."""
         return {"low": self.timer_low_s, "med": self.timer_med_s, "high": self.timer_high_s}
 
-    def preemption_on(self) -> bool:
-        return self.preempt
+    @property
+    def delay(self) -> DelayScheduling:
+        """The run's delay state: current timers and waiting jobs."""
+        return self.delay_
+
+    @property
+    def timer_log(self) -> Sequence[TimerUpdate]:
+        """Every change the tuner made to a timer, in order (empty without ``autotune``)."""
+        return self.tuner_.log if self.tuner_ is not None else []
+
+    @property
+    def migrations(self) -> Sequence[Migration]:
+        """Every re-consolidation move, in order."""
+        return self.migrations_
 
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
@@ -149,6 +164,7 @@ class Dally(DelayScheduler):
         self.break_even_ = set(_TIMED) if self.initial_timers == "break-even" else set()
         self.profile_moved_ = False
         self.migrations_: list[Migration] = []
+        self.tuner_: TimerTuner | None = None
         if self.autotune:
             rule = {"step": self.tune_step, "hindsight_frac": self.tune_hindsight_frac,
                     "util_high": self.tune_util_high, "max_timer_s": self.max_timer_s,
@@ -157,13 +173,16 @@ class Dally(DelayScheduler):
                 classes=_TIMED, every_s=self.tune_every_s,
                 every_starts=self.tune_every_starts, default_duration_s=self.default_duration_s,
                 n_gpus=view.topology.n_gpus, rule=rule, profile=self.profile_)
-            self.timer_log_ = self.tuner_.log
+        self.delay_ = DelayScheduling(self, self.timer_table(), classify=self.classify,
+                                      evict=self._evict if self.preempt else None,
+                                      tuner=self.tuner_)
 
     def sigma(self, view: ClusterView, job: Job) -> tuple[float, float, float]:
         """σ at L0, L1 and L2 for the job, from the perf model or its comm_sensitivity."""
         return self.sigmas_.sigma(view.perf, view.topology, view.running, job)
 
     def classify(self, view: ClusterView, job: Job) -> str:
+        """``low``, ``med`` or ``high``, from σ at L2; noted in the class profile."""
         sigma = self.sigma(view, job)
         self.sigma_of_[job.job_id] = sigma[2]
         cls = ("low" if sigma[2] < self.med_threshold else
@@ -172,9 +191,11 @@ class Dally(DelayScheduler):
         self.profile_moved_ = True
         return cls
 
+    def on_arrival(self, job: Job, now: float) -> None:
+        self.delay_.on_arrival(job)
+
     def on_completion(self, job: Job, now: float) -> None:
-        cls = self.class_of_.get(job.job_id)
-        super().on_completion(job, now)  # tells the tuner, which shares the profile
+        cls = self.delay_.on_completion(job)  # tells the tuner, which shares the profile
         if self.tuner_ is None and cls is not None:
             self.profile_.note_finish(cls, job.duration_s)
         self.profile_moved_ = True
@@ -186,12 +207,12 @@ class Dally(DelayScheduler):
         epochs = tuner.n_epochs if tuner is not None else 0
         if self.break_even_:
             # classify new arrivals first, so their timers are already break-even ones
-            for job_id in sorted(view.pending.keys() - self.waits_.keys()):
-                self.class_of(view, view.pending[job_id].job)
+            for job_id in sorted(view.pending.keys() - self.delay_.waits.keys()):
+                self.delay_.class_of(view, view.pending[job_id].job)
             if self.profile_moved_:
                 self.profile_moved_ = False
                 self._set_break_even_timers()
-        decisions = super().schedule(view, now)
+        decisions = self.delay_.schedule(view, now)
         if tuner is not None and tuner.n_epochs > epochs:
             # an epoch ended: from here the tuner moves the timers of every class it has seen
             self.break_even_ -= {c for c in _TIMED if self.profile_.seen(c)}
@@ -200,21 +221,12 @@ class Dally(DelayScheduler):
         return decisions
 
     def _set_break_even_timers(self) -> None:
-        """Break-even timers for the classes that follow them; deadlines follow any change."""
-        changed = False
-        for cls in sorted(self.break_even_):
-            if not self.profile_.seen(cls):
-                continue  # no profile yet: the table value stands
-            timers = [break_even_timer(self.profile_.gain_s(cls, level),
-                                       kappa=self.break_even_kappa, max_timer_s=self.max_timer_s)
-                      for level in (L0, L1)]
-            if timers != self.timers_[cls]:
-                self.timers_[cls] = timers
-                changed = True
-        if changed:
-            self.deadlines_ = []
-            for job_id in sorted(self.waits_):
-                self._push_deadline(job_id, self.waits_[job_id])
+        """Break-even timers for the classes that follow them and have a profile."""
+        self.delay_.set_timers({
+            cls: [break_even_timer(self.profile_.gain_s(cls, level),
+                                   kappa=self.break_even_kappa, max_timer_s=self.max_timer_s)
+                  for level in (L0, L1)]
+            for cls in sorted(self.break_even_) if self.profile_.seen(cls)})
 
     def _reconsolidate(self, view: ClusterView, now: float, decided: Decisions) -> Decisions:
         """Add to ``decided`` the moves of running jobs to tighter slots that pay back.
@@ -228,7 +240,7 @@ class Dally(DelayScheduler):
             free.give(view.running[job_id].gpu_ids)
         for start in decided.start:
             free.take(start.gpu_ids)
-        for wait in self.waits_.values():
+        for wait in self.delay_.waits.values():
             if wait.reserved is not None:
                 free.take([g for g in domain_gpu_ids(view.topology, wait.target, wait.reserved)
                            if free.is_free(g)])
@@ -265,8 +277,9 @@ class Dally(DelayScheduler):
                          preempt=decided.preempt + tuple(m.job_id for m in moves),
                          wake_at=wake_at if wake_at < math.inf else None, unplaced=decided.unplaced)
 
-    def try_preempt(self, view: ClusterView, free: TentativeAllocation, state: JobState,
-                    wait: WaitState, now: float, victims: list[str]) -> tuple[int, ...] | None:
+    def _evict(self, view: ClusterView, free: TentativeAllocation, state: JobState,
+               wait: WaitState, now: float, victims: list[str]) -> tuple[int, ...] | None:
+        """The engine's `Evict`: the cheapest less sensitive jobs to clear a slot at the allowed level."""
         rank = _RANK[wait.cls]
         if not (rank == 2 or (rank == 1 and self.preempt_med)):
             return None
@@ -311,7 +324,7 @@ class Dally(DelayScheduler):
 
     def _may_evict(self, view: ClusterView, other: JobState, rank: int, now: float) -> bool:
         # a run of at least min_run_s also covers "not itself started by a recent preemption"
-        return (_RANK[self.class_of(view, other.job)] < rank
+        return (_RANK[self.delay_.class_of(view, other.job)] < rank
                 and now - other.run_start >= self.min_run_s
                 and other.n_preemptions < self.max_preemptions
                 and other.finish_eta() - now > view.perf.restart_overhead_s(other.job))

@@ -12,6 +12,7 @@ the rest. The choices the digest leaves open are parameters ([R]):
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import ClassVar, Literal
 
@@ -93,6 +94,11 @@ class Gavel(BasePolicy):
         oracle = self.objective in ("min_makespan", "finish_time_fairness")
         return replace(super().capabilities, round_s=self.round_s, shares_gpus=self.space_sharing,
                        needs_oracle=oracle)
+
+    @property
+    def allocation(self) -> Mapping[str, np.ndarray]:
+        """Each active job's row of X (share of time per GPU type) from the last solve."""
+        return self.alloc_
 
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)

@@ -29,8 +29,13 @@ import numpy as np
 
 from rackwise.engine.view import ClusterView
 from rackwise.errors import InputError
-from rackwise.policies.base import Capabilities
-from rackwise.policies.hadar import Hadar, Layout, used_book
+from rackwise.policies.base import BasePolicy, Capabilities, Decisions
+from rackwise.policies.parts.hadar_planning import (
+    HadarParameters,
+    HadarPlanner,
+    Layout,
+    used_book,
+)
 from rackwise.policies.parts.primal_dual import PriceBook
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState
@@ -68,7 +73,7 @@ def merge_models(params: np.ndarray, steps: np.ndarray) -> np.ndarray:
 
 
 @dataclass(kw_only=True)
-class HadarE(Hadar):
+class HadarE(HadarParameters, BasePolicy):
     """Hadar with forking: extra copies of running jobs fill nodes left idle.
 
     Args:
@@ -78,10 +83,12 @@ class HadarE(Hadar):
         default_model_bytes: Model size when neither job nor table knows it.
         copy_efficiency: Progress an extra copy adds, as a share of its own
             rate (the module docstring says where 0.8 comes from).
-        (All of Hadar's parameters apply too.)
+        (All of Hadar's parameters, `HadarParameters`, apply too.)
     """
 
     name: ClassVar[str] = "hadare"
+    preempts: ClassVar[bool] = True
+    needs_oracle: ClassVar[bool] = True  # Hadar's plans use each job's true iterations
     max_copies: int | None = None
     sync_bandwidth_gbps: float = 10.0
     restart_s: float = 10.0
@@ -95,18 +102,33 @@ class HadarE(Hadar):
 
     @property
     def capabilities(self) -> Capabilities:
-        return replace(super().capabilities, forks=True, fork_overhead=self.fork_overhead_frac,
-                       copy_efficiency=self.copy_efficiency)
+        return replace(super().capabilities, round_s=self.round_s, forks=True,
+                       fork_overhead=self.fork_overhead_frac, copy_efficiency=self.copy_efficiency)
+
+    @property
+    def planner(self) -> HadarPlanner:
+        """The run's planning state."""
+        return self.planner_
+
+    def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
+        super().reset(view, rng)
+        self.planner_ = HadarPlanner(self, view, add_copies=self._add_copies)
+
+    def on_completion(self, job: Job, now: float) -> None:
+        self.planner_.forget(job.job_id)
+
+    def schedule(self, view: ClusterView, now: float) -> Decisions:
+        return self.planner_.schedule(view, now)
 
     def fork_overhead_frac(self, job: Job) -> float:
         """Share of a forked job's wall time spent averaging its copies."""
         sync_s = 2.0 * model_bytes(job, self.default_model_bytes) * 8.0 / (self.sync_bandwidth_gbps * 1e9)
         return min(1.0, (sync_s + self.restart_s) / self.round_s)
 
-    def _add_copies(self, view: ClusterView, active: list[JobState], theta: np.ndarray,
+    def _add_copies(self, view: ClusterView, active: list[JobState],
                     layouts: dict[str, Layout]) -> None:
-        """Round-robin over running jobs (in planning order): one more copy each per pass."""
-        book = used_book(view, layouts, self.node_type_)
+        """The planner's `AddCopies`: one more copy of each running job per pass, in planning order."""
+        book = used_book(view, layouts, self.planner_.node_type)
         cap = self.max_copies if self.max_copies is not None else view.topology.n_nodes
         forkable = [s for s in active if s.job_id in layouts]
         while forkable:
@@ -120,7 +142,7 @@ class HadarE(Hadar):
         if len(layout) >= cap:
             return False
         used = {node for take in layout for node, _ in take}
-        node = self._copy_node(book, self.types_[state.job_id].tiers, n, used)
+        node = self._copy_node(book, self.planner_.job_types(state.job_id).tiers, n, used)
         if node is None:
             return False
         book.take(0, node, n)

@@ -69,6 +69,10 @@ class Tiresias(BasePolicy):
     placement: str = "consolidated"
     running_first: bool = True
 
+    def queue_of(self, job_id: str) -> int | None:
+        """The priority queue the job is in (0 is the highest), None if it has none."""
+        return self.queue_of_.get(job_id)
+
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
         limits = tuple(float(limit) for limit in self.queue_limits_gpu_s)

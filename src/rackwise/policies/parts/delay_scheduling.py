@@ -1,0 +1,280 @@
+"""The delay-scheduling engine over consolidation levels.
+
+A waiting job may only take a placement no looser than its *allowed level*
+(L0 node, L1 rack, L2 cluster; see `parts.locality`). It starts at the
+tightest level its size can reach; each level has a timer, and when it runs
+out the job may relax one level. Jobs that cannot start are skipped, so
+later jobs may go ahead (no head-of-line blocking). Every timer is returned
+as ``wake_at``, so the engine calls back when it runs out.
+
+A policy holds one `DelayScheduling` and gives it the timers per class and,
+if it has them, a classifier, a way to evict for a job whose timer ran out,
+and a timer tuner: ``consolidate-strict`` and ``philly-relax``
+(`rackwise.policies.consolidation`) give one class and no extras, ``dally``
+(`rackwise.policies.delay`) all of them. The parameters every such policy
+takes are `DelayParameters`, a dataclass of fields only listed among each
+policy's bases, so that they are declared once and set flat
+(``-p ordering=las``) with no behaviour passing between policy modules.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from rackwise.cluster.allocation import TentativeAllocation
+from rackwise.engine.contract import Decisions, Start
+from rackwise.engine.view import ClusterView
+from rackwise.policies.delay_tuner import TimerTuner
+from rackwise.policies.parts.locality import (
+    L0,
+    L2,
+    best_placement,
+    domain_free,
+    domain_gpu_ids,
+    placement_level,
+    target_level,
+)
+from rackwise.workload.job import Job
+from rackwise.workload.state import JobState
+
+
+@dataclass(kw_only=True)
+class DelayParameters:
+    """What every delay-scheduling policy takes.
+
+    Args:
+        ordering: ``"fifo"`` (submit time) or ``"las"`` (least attained service first).
+        reserve_after_s: Once a job has waited this long at its target level,
+            hold the node (or rack) with the most free GPUs for it; ``None``
+            never reserves. Whether to reserve is left open by the design.
+    """
+
+    ordering: Literal["fifo", "las"] = "fifo"
+    reserve_after_s: float | None = None
+
+
+@dataclass(slots=True)
+class WaitState:
+    """Delay state of one pending job."""
+
+    target: int  # tightest level its size can reach
+    allowed: int  # loosest level it may take now
+    since: float  # when `allowed` was last set
+    cls: str
+    reserved: int | None = None  # node (target L0) or rack (target L1) held for it
+
+
+class Evict(Protocol):
+    """Free a slot at ``wait.allowed`` for a job whose timer ran out: its GPUs, or None.
+
+    Evicted jobs' GPUs are given back to ``free`` and their ids added to ``victims``.
+    """
+
+    def __call__(self, view: ClusterView, free: TentativeAllocation, state: JobState,
+                 wait: WaitState, now: float, victims: list[str]) -> tuple[int, ...] | None: ...
+
+
+class DelayScheduling:
+    """One run of delay scheduling: each waiting job's level, its timers and their deadlines.
+
+    Args:
+        params: The policy's `DelayParameters`.
+        timers: Seconds a job of each class waits at L0 and at L1 before relaxing.
+        classify: A job's class, a key of ``timers``; None puts every job in the first.
+        evict: Called when a job's timer ran out and it fits nowhere; None never preempts.
+        tuner: Moves the timers as the run goes; None keeps them.
+    """
+
+    def __init__(self, params: DelayParameters, timers: Mapping[str, tuple[float, float]], *,
+                 classify: Callable[[ClusterView, Job], str] | None = None,
+                 evict: Evict | None = None, tuner: TimerTuner | None = None) -> None:
+        self._params = params
+        self._timers = {c: list(t) for c, t in timers.items()}
+        self._only_class = next(iter(self._timers))
+        self._classify = classify
+        self._evict = evict
+        self._tuner = tuner
+        self._waits: dict[str, WaitState] = {}
+        self._class_of: dict[str, str] = {}
+        self._fifo_key: dict[str, tuple[float, str]] = {}
+        self._deadlines: list[tuple[float, str]] = []  # a heap; entries go stale, see below
+
+    # ------------------------------------------------------------- read-only
+    @property
+    def timers(self) -> Mapping[str, Sequence[float]]:
+        """Each class's current timers at L0 and L1."""
+        return self._timers
+
+    @property
+    def waits(self) -> Mapping[str, WaitState]:
+        """The delay state of each job waiting since the last pass."""
+        return self._waits
+
+    def class_of(self, view: ClusterView, job: Job) -> str:
+        """The job's class, worked out once and kept until it completes."""
+        cls = self._class_of.get(job.job_id)
+        if cls is None:
+            cls = self._classify(view, job) if self._classify is not None else self._only_class
+            self._class_of[job.job_id] = cls
+        return cls
+
+    # ---------------------------------------------------------------- changes
+    def set_timers(self, timers: Mapping[str, list[float]]) -> None:
+        """Give classes new timers; waiting jobs' deadlines follow."""
+        changed = False
+        for cls, values in timers.items():
+            if values != self._timers[cls]:
+                self._timers[cls] = values
+                changed = True
+        if changed:
+            self._rebuild_deadlines()
+
+    def on_arrival(self, job: Job) -> None:
+        self._fifo_key[job.job_id] = (job.submit_time, job.job_id)
+
+    def on_completion(self, job: Job) -> str | None:
+        """Forget the job; its class, if it had one (the tuner is told its duration)."""
+        self._fifo_key.pop(job.job_id, None)
+        cls = self._class_of.pop(job.job_id, None)
+        if self._tuner is not None and cls is not None:
+            self._tuner.note_finish(cls, job.duration_s)
+        return cls
+
+    # ------------------------------------------------------------------- pass
+    def _ordered(self, view: ClusterView, now: float) -> list[str]:
+        pending, keys = view.pending, self._fifo_key
+        for job_id in pending.keys() - keys.keys():  # jobs the hooks never saw
+            keys[job_id] = (pending[job_id].job.submit_time, job_id)
+        if self._params.ordering == "las":
+            return sorted(pending, key=lambda j: (pending[j].attained_service_gpu_s(now), keys[j]))
+        return sorted(pending, key=keys.__getitem__)
+
+    def _new_wait(self, view: ClusterView, state: JobState) -> None:
+        # a new arrival, or a preempted job back in the queue: start over at its target
+        target = target_level(view.topology, state.job.n_gpus)
+        wait = self._waits[state.job_id] = WaitState(
+            target, target, state.queued_since, self.class_of(view, state.job))
+        self._push_deadline(state.job_id, wait)
+
+    def _deadline(self, wait: WaitState) -> float:
+        return math.inf if wait.allowed >= L2 else wait.since + self._timers[wait.cls][wait.allowed]
+
+    def _push_deadline(self, job_id: str, wait: WaitState) -> None:
+        deadline = self._deadline(wait)
+        if deadline < math.inf:
+            heapq.heappush(self._deadlines, (deadline, job_id))
+
+    def _rebuild_deadlines(self) -> None:
+        self._deadlines = []
+        for job_id in sorted(self._waits):
+            self._push_deadline(job_id, self._waits[job_id])
+
+    def _earliest_deadline(self) -> float:
+        """The next timer of any waiting job; drops entries of jobs that started or moved on."""
+        heap, waits = self._deadlines, self._waits
+        while heap:
+            deadline, job_id = heap[0]
+            wait = waits.get(job_id)
+            if wait is not None and self._deadline(wait) == deadline:
+                return deadline
+            heapq.heappop(heap)
+        return math.inf
+
+    def schedule(self, view: ClusterView, now: float) -> Decisions:
+        """One pass over the queue: start, relax, preempt (through ``evict``) and reserve."""
+        tuner = self._tuner
+        if tuner is not None:
+            tuner.observe(view, now)
+            if tuner.due(now):
+                tuner.tune(now, self._timers, len(view.pending))
+                self._rebuild_deadlines()
+        if not view.pending:
+            return Decisions()
+        for job_id in sorted(view.pending.keys() - self._waits.keys()):
+            self._new_wait(view, view.pending[job_id])
+        free = view.tentative()
+        # no_fit[l]: smallest size known not to fit at level l (or tighter) in this pass
+        no_fit = [math.inf, math.inf, math.inf]
+
+        def place(n_gpus: int, level: int) -> tuple[int, ...] | None:
+            if n_gpus > free.n_free or n_gpus >= no_fit[level]:
+                return None
+            gpus = best_placement(free, n_gpus, level)
+            if gpus is None:
+                for lv in range(level + 1):
+                    no_fit[lv] = min(no_fit[lv], n_gpus)
+            return gpus
+
+        pending, waits, timer_table = view.pending, self._waits, self._timers
+        starts: list[Start] = []
+        victims: list[str] = []
+        earliest: float | None = None
+        for job_id in self._ordered(view, now):
+            wait = waits[job_id]
+            timers = timer_table[wait.cls]
+            if free.n_free == 0:  # only a job whose timer runs out now can do anything
+                if earliest is None:
+                    earliest = self._earliest_deadline()
+                if earliest > now:
+                    break
+                if wait.allowed >= L2 or now < wait.since + timers[wait.allowed]:
+                    continue
+            earliest = None  # this job may relax or start, which moves the earliest timer
+            state = pending[job_id]
+            n_gpus = state.job.n_gpus
+            gpus = place(n_gpus, wait.allowed)
+            via_preemption = False
+            while gpus is None and wait.allowed < L2 and now >= wait.since + timers[wait.allowed]:
+                if self._evict is not None:
+                    n_victims = len(victims)
+                    gpus = self._evict(view, free, state, wait, now, victims)
+                    if len(victims) > n_victims:
+                        no_fit[:] = [math.inf, math.inf, math.inf]  # GPUs were given back
+                    if gpus is not None:
+                        via_preemption = True
+                        break
+                if tuner is not None:
+                    tuner.note_relax(wait.cls, wait.allowed, n_gpus, now)
+                wait.allowed += 1
+                wait.since = now
+                wait.reserved = None
+                self._push_deadline(job_id, wait)
+                gpus = place(n_gpus, wait.allowed)
+            if gpus is not None:
+                free.take(gpus)
+                starts.append(Start(job_id, gpus))
+                del waits[job_id]
+                if tuner is not None:
+                    won = (wait.allowed if not via_preemption and wait.allowed < L2
+                           and placement_level(view.topology, gpus) == wait.allowed else None)
+                    tuner.note_start(wait.cls, won, now - wait.since)
+                continue
+            if (self._params.reserve_after_s is not None and wait.allowed == wait.target < L2
+                    and now - state.queued_since >= self._params.reserve_after_s):
+                self._hold(free, wait, n_gpus)
+        wake_at = self._earliest_deadline()
+        if tuner is not None:
+            busy = view.topology.n_gpus - view.n_free
+            busy += sum(len(s.gpu_ids) for s in starts)
+            busy -= sum(len(view.running[v].gpu_ids) for v in victims)
+            tuner.after_pass(busy)
+            epoch_at = tuner.next_epoch_at()
+            if epoch_at is not None and len(starts) < len(pending):
+                wake_at = min(wake_at, epoch_at)
+        return Decisions(start=tuple(starts), preempt=tuple(victims),
+                         wake_at=wake_at if wake_at < math.inf else None)
+
+    def _hold(self, free: TentativeAllocation, wait: WaitState, n_gpus: int) -> None:
+        """Keep the job's reserved node or rack away from the jobs behind it in this pass."""
+        topology = free.topology
+        if wait.reserved is None:
+            n_domains = topology.n_nodes if wait.target == L0 else topology.n_racks
+            fits = [d for d in range(n_domains)
+                    if len(domain_gpu_ids(topology, wait.target, d)) >= n_gpus]
+            wait.reserved = min(fits, key=lambda d: (-domain_free(free, wait.target, d), d))
+        held = [g for g in domain_gpu_ids(topology, wait.target, wait.reserved) if free.is_free(g)]
+        free.take(held)

@@ -1,0 +1,375 @@
+"""Hadar's planning: per-round primal-dual plans over GPU types (papers/hadar.md).
+
+Every ``round_s`` seconds all active jobs are re-planned in arrival order:
+GPU prices start at their floor, each job takes the plan (which GPUs now,
+possibly of several types, and in which future slots) that maximises its
+utility minus the priced GPUs, and is run now only if that payoff is
+positive and the plan uses the current slot. Prices, options and the dual
+subroutine are `parts.primal_dual`'s.
+
+``hadar`` holds one `HadarPlanner`; ``hadare`` holds one too and gives it
+``add_copies``, which forks running jobs onto the nodes the plan left idle.
+Both take `HadarParameters`, a dataclass of fields only listed among each
+policy's bases, so the parameters are declared once and set flat
+(``-p round_s=600``) with no behaviour passing between policy modules.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Literal
+
+import numpy as np
+
+from rackwise.engine.contract import Decisions, Start
+from rackwise.engine.view import ClusterView
+from rackwise.policies.parts.heterogeneity import (
+    RoundClock,
+    TypeThroughputs,
+    representative_gpus,
+)
+from rackwise.policies.parts.primal_dual import (
+    Option,
+    PriceBook,
+    best_plan,
+    cheapest_gpus,
+    sigmoid_utility,
+)
+from rackwise.workload.state import JobState, Status
+
+
+@dataclass(kw_only=True)
+class HadarParameters:
+    """Hadar's parameters.
+
+    Args:
+        round_s: Slot length (the digest's default is Gavel's 360 s).
+        progress_model: ``bottleneck`` or ``additive`` rate of a mixed-type job.
+        spread_factor: Rate multiplier when a job spans more nodes than it must.
+        horizon_slots: Slots whose prices are tracked one by one; the last
+            stands for all later slots ([R]).
+        max_wait_slots: How many slots past its earliest possible finish a
+            plan may aim for (the temporal choice, [R]).
+        utility_gamma1, utility_gamma2, utility_gamma3_factor: The sigmoid
+            utility ``g1 / (1 + exp(g2 * (d - g3)))``, d in slots since
+            arrival, g3 = factor x the job's fewest possible slots.
+        order: ``arrival`` or ``utility_density`` (who is planned first).
+        backfill: Give GPUs no plan uses to waiting jobs, oldest first,
+            ignoring prices ([R]; on by default: a job needing a whole node
+            can be priced out even on an empty cluster, and would starve).
+    """
+
+    round_s: float = 360.0
+    progress_model: Literal["bottleneck", "additive"] = "bottleneck"
+    spread_factor: float = 0.8
+    horizon_slots: int = 4
+    max_wait_slots: int = 2
+    utility_gamma1: float = 1.0
+    utility_gamma2: float = 1.0
+    utility_gamma3_factor: float = 1.5
+    order: Literal["arrival", "utility_density"] = "arrival"
+    backfill: bool = True
+
+
+Take = tuple[tuple[int, int], ...]  # (node id, GPUs) of one copy
+Layout = tuple[Take, ...]  # one take per copy
+
+
+@dataclass(frozen=True, slots=True)
+class JobTypes:
+    """Which GPU types a job can use, worked out once from its rates on each type.
+
+    Attributes:
+        usable: Types with a positive rate, ascending.
+        at_least: For each usable type, the types at least as fast, ascending.
+        fastest: Usable types, fastest first (ties to the lower index).
+        tiers: Usable types grouped by equal rate, fastest group first.
+    """
+
+    usable: tuple[int, ...]
+    at_least: tuple[tuple[int, ...], ...]
+    fastest: tuple[int, ...]
+    tiers: tuple[tuple[int, ...], ...]
+
+    @classmethod
+    def of(cls, rates: np.ndarray) -> JobTypes:
+        usable = tuple(int(r) for r in np.flatnonzero(rates > 0))
+        at_least = tuple(tuple(int(t) for t in np.flatnonzero(rates >= rates[r])) for r in usable)
+        fastest = tuple(int(r) for r in np.argsort(-rates, kind="stable") if rates[r] > 0)
+        tiers = tuple(tuple(int(t) for t in np.flatnonzero(rates == rate))
+                      for rate in sorted({float(rates[r]) for r in usable}, reverse=True))
+        return cls(usable, at_least, fastest, tiers)
+
+
+# Adds copies of running jobs to this round's layouts (``hadare``): (view, active jobs, layouts).
+AddCopies = Callable[[ClusterView, list[JobState], dict[str, Layout]], None]
+
+
+class HadarPlanner:
+    """One run of Hadar's rounds: per-type rates, the round clock and what follows from them.
+
+    Args:
+        params: The policy's `HadarParameters`.
+        view: The run's view, for its topology.
+        add_copies: Called after each round's plan; None runs one copy per job.
+    """
+
+    def __init__(self, params: HadarParameters, view: ClusterView,
+                 add_copies: AddCopies | None = None) -> None:
+        self._params = params
+        self._add_copies = add_copies
+        self._rates = TypeThroughputs(view.topology, extrapolate=True)
+        self._clock = RoundClock(params.round_s)
+        types = self._rates.types
+        self._node_type = [types.index(n.gpu_type) for n in view.topology.nodes]
+        self._type_nodes = [self._rates.nodes[t] for t in types]
+        self._min_nodes_of: dict[tuple[int, int], int] = {}
+        self._d_min: dict[str, int] = {}
+        self._types: dict[str, JobTypes] = {}
+
+    @property
+    def node_type(self) -> Sequence[int]:
+        """Each node's GPU type, as an index into the topology's types."""
+        return self._node_type
+
+    def job_types(self, job_id: str) -> JobTypes:
+        """The GPU types a job planned this round can use."""
+        return self._types[job_id]
+
+    def forget(self, job_id: str) -> None:
+        """Drop what was worked out for a completed job."""
+        self._rates.forget(job_id)
+        self._d_min.pop(job_id, None)
+        self._types.pop(job_id, None)
+
+    def _job_types(self, job_id: str, rates: np.ndarray) -> JobTypes:
+        # A job's rates are cached until it completes, so what follows from them is too.
+        types = self._types.get(job_id)
+        if types is None:
+            types = self._types[job_id] = JobTypes.of(rates)
+        return types
+
+    # ---------------------------------------------------------------- rounds
+    def schedule(self, view: ClusterView, now: float) -> Decisions:
+        """At a round boundary, plan every active job again; between rounds, wait."""
+        active = self._clock.begin(view, now)
+        if active is None:
+            return Decisions(wake_at=self._clock.wake_at(view, now))
+        theta = self._rates.matrix(view, active)
+        layouts = self._plan(view, active, theta, now)
+        if self._add_copies is not None:
+            self._add_copies(view, active, layouts)
+        decisions = self._decide(view, active, layouts)
+        return Decisions(start=decisions.start, preempt=decisions.preempt,
+                         wake_at=self._clock.wake_at(view, now))
+
+    def _gamma3(self, state: JobState, rates: np.ndarray) -> float:
+        """The utility's knee: a multiple of the fewest slots the whole job could take."""
+        if state.job_id not in self._d_min:
+            top = float(rates.max())
+            slots = state.job.total_iters / (self._params.round_s * top)
+            self._d_min[state.job_id] = max(1, math.ceil(slots))
+        return self._params.utility_gamma3_factor * self._d_min[state.job_id]
+
+    def _plan(self, view: ClusterView, active: list[JobState], theta: np.ndarray,
+              now: float) -> dict[str, Layout]:
+        delta = self._params.round_s
+        jobs: list[tuple[JobState, np.ndarray, float, int, float, JobTypes]] = []
+        densities = []
+        for state, rates in zip(active, theta):
+            types = self._job_types(state.job_id, rates)
+            if not types.usable:
+                continue
+            remaining = state.remaining_iters(now)
+            elapsed = int((now - state.job.submit_time) // delta)
+            gamma3 = self._gamma3(state, rates)
+            jobs.append((state, rates, remaining, elapsed, gamma3, types))
+            for r in types.usable:
+                d = max(1, math.ceil(remaining / (delta * rates[r])))
+                f = self._f(elapsed + d, gamma3)
+                # The floor assumes the spread penalty too, so a job that must span
+                # nodes (or types) is still admitted into an empty cluster.
+                d_spread = max(1, math.ceil(remaining / (delta * rates[r] * self._params.spread_factor)))
+                f_spread = self._f(elapsed + d_spread, gamma3) / (state.job.n_gpus * d_spread)
+                densities.append((r, f / (state.job.n_gpus * d), f_spread))
+        if not jobs:
+            return {}
+        lower = 0.5 * min(v for _, _, v in densities)
+        upper = [max([v for r, v, _ in densities if r == t] or [lower]) for t in range(theta.shape[1])]
+        book = PriceBook([n.n_gpus for n in view.topology.nodes], lower,
+                         [max(upper[t], lower) for t in self._node_type], self._params.horizon_slots,
+                         groups=self._node_type)
+        if self._params.order == "utility_density":
+            jobs.sort(key=lambda j: -self._f(j[3] + 1, j[4]) / (j[0].job.n_gpus * self._d_min[j[0].job_id]))
+        layouts: dict[str, Layout] = {}
+        for state, rates, remaining, elapsed, gamma3, types in jobs:
+            n_gpus = state.job.n_gpus
+            # A slot without n_gpus free GPUs of the usable types offers nothing (the
+            # search would find no option), and a job offered nothing gets no plan.
+            rows = [self.slot_options(book, t, rates, n_gpus, types)
+                    if book.free_in(t, types.usable) >= n_gpus else [] for t in range(book.horizon)]
+            if not any(rows):
+                continue
+            plan = best_plan(rows, remaining, partial(self._finish_utility, elapsed, gamma3),
+                             self._params.max_wait_slots)
+            if plan is None:
+                continue
+            book.commit(plan)
+            if plan.slots and plan.slots[0][0] == 0:  # it runs now
+                layouts[state.job_id] = (plan.slots[0][1].take,)
+        if self._params.backfill:
+            self._backfill(view, [j[0] for j in jobs], layouts)
+        return layouts
+
+    def _f(self, slots: float, gamma3: float) -> float:
+        return sigmoid_utility(slots, self._params.utility_gamma1, self._params.utility_gamma2, gamma3)
+
+    def _finish_utility(self, elapsed: int, gamma3: float, t: int) -> float:
+        """Utility of finishing in slot t of this round's plan (slot 0 is now)."""
+        return self._f(elapsed + t + 1, gamma3)
+
+    def slot_options(self, book: PriceBook, slot: int, rates: np.ndarray, n_gpus: int,
+                 types: JobTypes | None = None) -> list[Option]:
+        """Non-dominated ways to hold the job's GPUs in one slot (§3.3, rules of §3.5).
+
+        ``types`` is ``JobTypes.of(rates)``, passed when already known.
+        """
+        delta = self._params.round_s
+        options: list[Option] = []
+        if types is None:
+            types = JobTypes.of(rates)
+        for r in types.usable:
+            picked = self._local(book, slot, (r,), n_gpus)
+            if picked is None:
+                continue
+            cost, take = picked
+            spread = len(take) > self._min_nodes(r, n_gpus)
+            factor = self._params.spread_factor if spread else 1.0
+            options.append(Option(cost, delta * rates[r] * factor, take))
+        if options:
+            return _non_dominated(options)
+        # No single type has room: mix types (the task-level freedom).
+        for _, allowed in zip(types.usable, types.at_least):
+            if book.free_in(slot, allowed) < n_gpus:
+                continue
+            picked = cheapest_gpus(book, slot, book.with_free(slot, allowed), n_gpus)
+            if picked is None:
+                continue
+            cost, take = picked
+            used = [(int(self._node_type[node]), n) for node, n in take]
+            if self._params.progress_model == "bottleneck":
+                rate = min(rates[t] for t, _ in used) * (self._params.spread_factor if len(take) > 1 else 1.0)
+            else:
+                rate = sum(rates[t] * n for t, n in used) / n_gpus
+            options.append(Option(cost, delta * rate, take))
+        return _non_dominated(options)
+
+    def _local(self, book: PriceBook, slot: int, types: Sequence[int],
+               n_gpus: int) -> tuple[float, tuple[tuple[int, int], ...]] | None:
+        """GPUs of the given types: the cheapest single node that fits, else the fewest nodes."""
+        if book.free_in(slot, types) < n_gpus:
+            return None
+        fitting = book.cheapest_node(slot, types, n_gpus)
+        if fitting is not None:
+            cost, node = fitting
+            return cost, ((node, n_gpus),)
+        take: list[tuple[int, int]] = []
+        need = n_gpus
+        for node, free in book.most_free_first(slot, types):
+            k = min(free, need)
+            take.append((node, k))
+            need -= k
+            if need == 0:
+                break
+        return sum(book.cost(slot, n, k) for n, k in take), tuple(sorted(take))
+
+    def _min_nodes(self, r: int, n_gpus: int) -> int:
+        key = (r, n_gpus)
+        if key not in self._min_nodes_of:
+            topology = self._rates.topology
+            gpus = representative_gpus(topology, self._type_nodes[r], n_gpus)
+            self._min_nodes_of[key] = topology.spread(gpus)[0] if gpus else 1 << 30
+        return self._min_nodes_of[key]
+
+    def _backfill(self, view: ClusterView, jobs: list[JobState], layouts: dict[str, Layout]) -> None:
+        """Give GPUs no plan uses to waiting jobs that can use them, oldest first."""
+        book = used_book(view, layouts, self._node_type)
+        waiting = [s for s in jobs if s.job_id not in layouts]
+        for state in waiting:
+            usable = self._types[state.job_id].fastest
+            # One type if any has room (fastest first), else any usable GPUs.
+            for types in [*((r,) for r in usable), usable]:
+                picked = self._local(book, 0, types, state.job.n_gpus)
+                if picked is not None:
+                    for node, n in picked[1]:
+                        book.take(0, node, n)
+                    layouts[state.job_id] = (picked[1],)
+                    break
+
+    def _decide(self, view: ClusterView, active: list[JobState],
+                layouts: dict[str, Layout]) -> Decisions:
+        """Keep jobs whose layout is unchanged; preempt the rest; start the new layouts."""
+        topology = view.topology
+        free = view.tentative()
+        preempt: list[str] = []
+        for state in active:
+            if state.status is not Status.RUNNING:
+                continue
+            if layouts.get(state.job_id) == current_layout(topology.gpu_node, state):
+                layouts.pop(state.job_id)  # unchanged: no restart
+                continue
+            preempt.append(state.job_id)
+            free.give(state.gpu_ids)
+        starts: list[Start] = []
+        for state in active:
+            layout = layouts.get(state.job_id)
+            if layout is None:
+                continue
+            gpus: list[int] = []
+            for take in layout:
+                for node, n in take:
+                    ids = free.free_gpu_ids(node)
+                    # Prefer the job's previous GPUs on that node.
+                    ids.sort(key=lambda g: (g not in state.gpu_ids, g))
+                    gpus.extend(ids[:n])
+                    free.take(ids[:n])
+            starts.append(Start(state.job_id, tuple(gpus), copies=len(layout)))
+        return Decisions(start=tuple(starts), preempt=tuple(preempt))
+
+
+def current_layout(gpu_node: tuple[int, ...], state: JobState) -> Layout:
+    """A running job's placement as per-copy node counts."""
+    n = state.job.n_gpus
+    layout = []
+    for c in range(state.copies):
+        counts: dict[int, int] = {}
+        for g in state.gpu_ids[c * n:(c + 1) * n]:
+            counts[gpu_node[g]] = counts.get(gpu_node[g], 0) + 1
+        layout.append(tuple(sorted(counts.items())))
+    return tuple(layout)
+
+
+def used_book(view: ClusterView, layouts: dict[str, Layout], node_type: Sequence[int]) -> PriceBook:
+    """A one-slot book (flat prices, nodes grouped by ``node_type``) whose load is what ``layouts`` take."""
+    topology = view.topology
+    book = PriceBook([n.n_gpus for n in topology.nodes], 1.0, [1.0] * topology.n_nodes, 1,
+                     groups=node_type)
+    for job_id in sorted(layouts):
+        for take in layouts[job_id]:
+            for node, n in take:
+                book.take(0, node, n)
+    return book
+
+
+def _non_dominated(options: list[Option]) -> list[Option]:
+    """Drop options that cost more and progress no further than another."""
+    if len(options) <= 1:
+        return options
+    keep: list[Option] = []
+    for o in sorted(options, key=lambda o: (o.cost, -o.progress)):
+        if not keep or o.progress > keep[-1].progress:
+            keep.append(o)
+    return keep
