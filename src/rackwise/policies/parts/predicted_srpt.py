@@ -68,7 +68,8 @@ class AsrptParameters:
         tick_s: Re-plan at multiples of this while jobs wait (preempt on).
         overrun_factor: A job that reaches its predicted iterations gets
             ``ceil((1 + overrun_factor) * done)`` as its new prediction.
-        refit_every: Refit the forest after this many more finished jobs.
+        refit_every: Refit the forest after this many more finished jobs,
+        refit_growth: or this share of all finished jobs, if more.
         min_train_rows: Finished jobs needed before the forest is used.
         n_estimators: Trees in the forest.
         predict_target: "duration" learns run time on the job's ideal
@@ -89,6 +90,7 @@ class AsrptParameters:
     tick_s: float = 60.0
     overrun_factor: float = 0.5
     refit_every: int = 50
+    refit_growth: float = 0.1
     min_train_rows: int = 20
     n_estimators: int = 100
     predict_target: Literal["duration", "iterations"] = "duration"
@@ -137,7 +139,8 @@ class PredictedSrpt:
         self._vm = VirtualMachine(0.0)
         self._predictor = IterationPredictor(
             use_forest=params.predictor == "forest", min_train_rows=params.min_train_rows,
-            refit_every=params.refit_every, default_iters=params.default_prediction,
+            refit_every=params.refit_every, refit_growth=params.refit_growth,
+            default_iters=params.default_prediction,
             forest_params={"n_estimators": params.n_estimators},
             random_state=int(rng.integers(2**31 - 1)))
         self._capacity_gpus = view.topology.n_gpus

@@ -121,7 +121,10 @@ class IterationPredictor:
     Args:
         use_forest: False keeps to the cold-start rules (an ablation).
         min_train_rows: Finished jobs needed before the first fit.
-        refit_every: Refit after this many more finished jobs.
+        refit_every: Refit after this many more finished jobs ...
+        refit_growth: ... or this share of all the jobs learnt from so far, if
+            more: refits thin out as history grows, so a long trace costs a
+            number of fits that grows with the log of its length, not linearly.
         max_train_rows: Fit on at most this many of the latest finished jobs.
         history_window: Finished jobs remembered per key, group, user, model.
         default_iters: The last cold-start answer, when nothing has finished.
@@ -132,6 +135,7 @@ class IterationPredictor:
     use_forest: bool = True
     min_train_rows: int = 20
     refit_every: int = 50
+    refit_growth: float = 0.1
     max_train_rows: int = 5_000
     history_window: int = 20
     default_iters: float = 1_000.0
@@ -244,7 +248,8 @@ class IterationPredictor:
             history = self._history.setdefault((kind, value), deque(maxlen=self.history_window))
             history.append(y)
         self._since_fit += 1
-        due = self._forest is None or self._since_fit >= self.refit_every
+        due = self._forest is None or self._since_fit >= max(
+            self.refit_every, self.refit_growth * len(self._all_log))
         if self.use_forest and len(self._rows) >= self.min_train_rows and due:
             self._fit()
             return True
