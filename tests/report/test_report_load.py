@@ -176,3 +176,23 @@ def test_table_without_needed_column(tmp_path: Path) -> None:
     pd.DataFrame({"jct_s": [1.0]}).to_parquet(folder / "jobs.parquet")
     with pytest.raises(InputError, match=r"jobs\.parquet: missing column.s. queueing_delay_s"):
         read_jobs(load_runs(folder)[0])
+
+
+def test_a_sweeps_runs_are_grouped_and_named_by_the_experiment_labels(tmp_path: Path) -> None:
+    from tests.experiments.conftest import EXPERIMENTS
+
+    from rackwise.experiments import load_experiment, plan, run_cells
+    from rackwise.report.groups import choose_baseline, group_runs
+
+    smoke = EXPERIMENTS / "smoke.yaml"
+    experiment = load_experiment(smoke).model_copy(update={"baseline": "tiresias-packed"})
+    run_cells(plan(experiment, str(smoke)), tmp_path, jobs=1)
+    groups = group_runs(load_runs(tmp_path))
+    # 2 policies x 2 workloads x 2 loads, each repeated over the 2 seeds
+    assert len(groups) == 8 and all(g.seeds == [0, 1] for g in groups)
+    labels = {g.label for g in groups}
+    assert "tiresias-packed (load=2.0, workload=itp)" in labels
+    assert "fifo (load=1.0, workload=philly)" in labels
+    # The experiment's baseline, not fifo, unless another is asked for.
+    assert choose_baseline(groups, None) == "tiresias-packed"
+    assert choose_baseline(groups, "fifo") == "fifo"

@@ -15,7 +15,7 @@ def report(
     results: Annotated[Path, typer.Argument(help="A results folder, or a folder of them (compare/sweep output).")],
     out: Annotated[Path, typer.Option(help="The HTML file to write.")] = Path("report.html"),
     baseline: Annotated[str | None, typer.Option(
-        help="Policy the ratios compare against (default fifo, else the first).")] = None,
+        help="Policy the ratios compare against (default: a sweep's own baseline, else fifo, else the first).")] = None,
     image_format: Annotated[str, typer.Option("--image-format", help="Figures as png or svg.")] = "png",
 ) -> None:
     """Write an HTML report (plots, summary table, configuration) of the runs in RESULTS.

@@ -31,6 +31,7 @@ class Cell:
     cluster_label: str
     config: RunConfig
     skip_reason: str | None = None  # set when the policy cannot run here
+    baseline: str | None = None  # the experiment's baseline label, for reports
     key: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -55,6 +56,7 @@ class Cell:
             "seed": self.config.seed,
             "perf": self.config.perf,
             "key": self.key,
+            "baseline": self.baseline or "",
         }
 
 
@@ -129,7 +131,8 @@ def expand(experiment: Experiment, skip_reasons: dict[str, str] | None = None) -
                             policy_params=dict(policy.params), perf=experiment.perf,
                             perf_params=dict(experiment.perf_params), seed=seed)
                         cells.append(Cell(experiment.name, policy.label, workload.label,
-                                          cluster.label, config, skip_reasons.get(policy.label)))
+                                          cluster.label, config, skip_reasons.get(policy.label),
+                                          baseline=experiment.baseline))
     return cells
 
 

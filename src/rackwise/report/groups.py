@@ -67,7 +67,8 @@ def group_runs(runs: Sequence[Run]) -> list[Group]:
         InputError: when two runs share a configuration and a seed (likely a
             stale copy; the message names both folders).
     """
-    flat = [flatten(run.config) for run in runs]
+    # A sweep's runs are told apart by the experiment's labels, not by raw settings.
+    flat = [flatten(run.labels if run.labels is not None else run.config) for run in runs]
     keys = sorted({k for f in flat for k in f} - set(_NOT_A_VARIANT))
     # A setting splits groups only if it differs between runs of one policy;
     # one that differs only from policy to policy (its parameters) is part of
@@ -126,7 +127,7 @@ def _show(encoded: str | None) -> str:
 
 
 def choose_baseline(groups: Iterable[Group], requested: str | None) -> str:
-    """The baseline policy: the one asked for, else fifo when present, else the first.
+    """The baseline policy: the one asked for, else the sweep's, else fifo when present, else the first.
 
     Raises:
         InputError: when ``requested`` names no policy in the report.
@@ -139,6 +140,9 @@ def choose_baseline(groups: Iterable[Group], requested: str | None) -> str:
                              f"{suggest(requested, policies)} Present: {', '.join(policies)}",
                              field="--baseline")
         return requested
+    named = {(run.labels or {}).get("baseline") for group in groups for run in group.runs}
+    if len(named) == 1 and (sweep := named.pop()) in policies:
+        return str(sweep)
     return "fifo" if "fifo" in policies else ordered[0]
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +42,13 @@ class Run:
     Attributes:
         name: The folder relative to the report's root (its own name when it is the root).
         path: The folder, or None for a row of a sweep table without a folder.
-        policy: ``config.policy`` of its summary.
+        policy: ``config.policy`` of its summary, or its label in a sweep.
         seed: ``config.seed`` of its summary.
         config: The full configuration, as ``summary.json`` holds it.
         figures: The headline figures (seconds unless named).
         n_gpus: GPUs in the simulated cluster, when known.
+        labels: In a sweep, the experiment file's names for its cell (policy,
+            workload, cluster and load), which groups are named by, and its baseline.
     """
 
     name: str
@@ -56,6 +58,7 @@ class Run:
     config: Mapping[str, Any]
     figures: Mapping[str, float]
     n_gpus: int | None = None
+    labels: Mapping[str, Any] | None = None
 
 
 def discover(root: str | Path) -> list[Path]:
@@ -86,16 +89,18 @@ def load_runs(root: str | Path) -> list[Run]:
     """Read the summary of every run at or below ``root``.
 
     Falls back on a sweep's ``results.parquet`` table (figures only, no
-    plots from per-job data) when no run folder lies below ``root``.
+    plots from per-job data) when no run folder lies below ``root``; when
+    the table lies beside a sweep's run folders, it gives them their labels.
 
     Raises:
         InputError: a missing folder, no runs, or a corrupt summary (naming the file).
     """
     base = Path(root)
     folders = discover(base)
-    if folders:
-        return [read_run(folder, base) for folder in folders]
     table = base / SWEEP_TABLE
+    if folders:
+        runs = [read_run(folder, base) for folder in folders]
+        return with_sweep_labels(runs, table) if table.is_file() else runs
     if table.is_file():
         return read_sweep_table(table)
     raise InputError(f"not a results folder: no {SUMMARY} in it or below it", source=str(base))
@@ -127,6 +132,29 @@ def read_run(folder: Path, root: Path) -> Run:
     return Run(name=name, path=folder, policy=config["policy"], seed=seed, config=config,
                figures={k: v for k, v in figures.items() if isinstance(v, (int, float))},
                n_gpus=cluster_gpus(summary))
+
+
+def with_sweep_labels(runs: list[Run], table: Path) -> list[Run]:
+    """The runs named by their sweep's labels: its table's row whose key is the run's folder.
+
+    All or nothing: if any run has no row (a folder copied in from elsewhere),
+    every run keeps its own configuration's names.
+    """
+    frame = _read_frame(table, None)
+    if not {"key", "policy", "workload", "cluster", "load"} <= set(frame.columns):
+        return runs
+    rows = {str(row["key"]): row for row in frame.to_dict("records")}
+    labelled = []
+    for run in runs:
+        row = rows.get(run.path.name) if run.path is not None else None
+        if row is None:
+            return runs
+        policy = str(row["policy"])
+        labels = {"policy": policy, "workload": str(row["workload"]),
+                  "cluster": str(row["cluster"]), "load": float(row["load"]),
+                  "baseline": str(row.get("baseline") or "")}
+        labelled.append(replace(run, policy=policy, labels=labels))
+    return labelled
 
 
 def cluster_gpus(summary: Mapping[str, Any]) -> int | None:
