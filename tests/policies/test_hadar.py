@@ -165,3 +165,14 @@ def test_hadar_and_gavel_say_when_they_read_true_iterations() -> None:
     assert not Gavel().capabilities.needs_oracle
     assert Gavel(objective="min_makespan").capabilities.needs_oracle
     assert Gavel(objective="finish_time_fairness").capabilities.needs_oracle
+
+
+@pytest.mark.parametrize(("order", "first"), [("arrival", "A-long"), ("utility_density", "B-short")])
+def test_utility_density_plans_the_short_job_first(order: str, first: str) -> None:
+    # One GPU, two jobs submitted together: the long one comes first in arrival order.
+    jobs = [job("A-long", "m", 36_000), job("B-short", "m", 3_600)]
+    result = simulate(cluster(("v100", 1, 1)), jobs, Hadar(order=order),  # type: ignore[arg-type]
+                      perf=TablePerf({("m", "v100"): 10.0}))
+    finish = {r.job_id: r.finish_time for r in result.records}
+    assert min(finish, key=finish.__getitem__) == first
+    assert sum(finish.values()) == pytest.approx(3600 + 360 + 360 if first == "B-short" else 3600 + 3960)
