@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -15,8 +16,9 @@ ARGS = ["compare", "--trace", "itp_2021", "--start-s", "2024521", "--first-n", "
         "--policies", "fifo,tiresias,sjf", "--baseline", "fifo"]
 
 
-def test_compare_prints_ratios_to_the_baseline(cli: typer.Typer, tmp_path: Path) -> None:
-    result = CliRunner().invoke(cli, [*ARGS, "--out", str(tmp_path)], env={"COLUMNS": "220"})
+@pytest.mark.parametrize("columns", ["220", "80"])
+def test_compare_prints_ratios_to_the_baseline(cli: typer.Typer, tmp_path: Path, columns: str) -> None:
+    result = CliRunner().invoke(cli, [*ARGS, "--out", str(tmp_path)], env={"COLUMNS": columns})
     assert result.exit_code == 0, result.output
     summary = pd.read_parquet(tmp_path / "summary.parquet").set_index("policy")
     assert list(summary.index) == ["fifo", "tiresias", "sjf"]
@@ -28,6 +30,8 @@ def test_compare_prints_ratios_to_the_baseline(cli: typer.Typer, tmp_path: Path)
                     for name in ("avg_jct_s", "median_jct_s", "p99_jct_s", "avg_queueing_s",
                                  "makespan_s", "utilisation")]
         assert shown[:6] == expected
+    assert "…" not in result.output  # nothing cut, even in an 80-column terminal
+    assert max(len(line) for line in result.output.splitlines()) <= int(columns)
     for policy in summary.index:  # one results folder per policy, as simulate writes it
         figures = json.loads((tmp_path / policy / "summary.json").read_text())["figures"]
         assert figures["avg_jct_s"] == summary.loc[policy, "avg_jct_s"]

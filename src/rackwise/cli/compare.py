@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -19,22 +20,23 @@ from rackwise.experiments.compare import COMPARED, Comparison, comparison_experi
 from rackwise.experiments.compare import compare as run_comparison
 from rackwise.experiments.config import ClusterEntry, WorkloadEntry
 
-HEADINGS = {"avg_jct_s": "avg JCT", "median_jct_s": "p50 JCT", "p99_jct_s": "p99 JCT",
-            "avg_queueing_s": "avg queueing", "makespan_s": "makespan",
-            "utilisation": "utilisation", "comm_overhead_gpu_hours": "comm overhead",
-            "n_preemptions": "preemptions"}
+# Short stacked headings with the unit the baseline row is in, so that the table fits 80 columns.
+HEADINGS = {"avg_jct_s": "avg\nJCT\n(h)", "median_jct_s": "p50\nJCT\n(h)", "p99_jct_s": "p99\nJCT\n(h)",
+            "avg_queueing_s": "queue\n(h)", "makespan_s": "make-\nspan\n(h)",
+            "utilisation": "util.", "comm_overhead_gpu_hours": "comm\nGPU-h",
+            "n_preemptions": "pre-\nempt."}
 
 
 def absolute(name: str, value: Any) -> str:
-    """A figure in its own unit, as the baseline row shows it."""
+    """A figure in the unit its heading names, as the baseline row shows it."""
     if value is None or value != value:
         return "-"
     if name.endswith("_s"):
-        return f"{value / 3600:,.2f} h"
+        return f"{value / 3600:,.2f}"
     if name == "utilisation":
         return f"{value:.1%}"
     if name == "comm_overhead_gpu_hours":
-        return f"{value:,.1f} GPU-h"
+        return f"{value:,.1f}"
     return f"{int(value):,}"
 
 
@@ -44,10 +46,11 @@ def relative(name: str, value: Any, factor: float | None) -> str:
 
 
 def print_comparison(console: Console, result: Comparison, title: str) -> None:
-    table = Table(title=title, caption=f"{result.baseline}: absolute; others: ratio to {result.baseline}")
-    table.add_column("policy", style="bold")
+    table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+                  caption=f"{result.baseline}: absolute; others: ratio to {result.baseline}")
+    table.add_column("policy", style="bold", no_wrap=True)
     for name in COMPARED:
-        table.add_column(HEADINGS[name], justify="right")
+        table.add_column(HEADINGS[name], justify="right", no_wrap=True)
     for _, row in result.table[result.table["status"] == "ok"].iterrows():
         label = row["policy"]
         if label == result.baseline:
