@@ -3,44 +3,18 @@
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from rackwise.cli import options
 from rackwise.cli.errors import reported
 from rackwise.cli.params import parse_params
+from rackwise.cli.progress import progress_report
 from rackwise.run import ClusterConfig, RunConfig, WorkloadConfig, execute, save, summary_of
-
-
-class _LazyProgress:
-    """A progress bar that appears only once a run has taken more than a second."""
-
-    def __init__(self, console: Console) -> None:
-        self.console = console
-        self.started = time.perf_counter()
-        self.progress: Progress | None = None
-        self.task = TaskID(0)
-
-    def __call__(self, done: int, total: int) -> None:
-        if self.progress is None:
-            if time.perf_counter() - self.started < 1.0:
-                return
-            self.progress = Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(),
-                                     TextColumn("jobs finished"), TimeElapsedColumn(),
-                                     console=self.console, transient=True)
-            self.progress.start()
-            self.task = self.progress.add_task("jobs", total=total)
-        self.progress.update(self.task, completed=done)
-
-    def close(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()
 
 
 def _hours(seconds: float) -> str:
@@ -132,8 +106,7 @@ def simulate(
             policy=policy, policy_params=parse_params(param, "--param"),
             perf=perf, perf_params=parse_params(perf_param, "--perf-param"), seed=seed,
         )
-        progress = _LazyProgress(console)
-        try:
+        with progress_report(console, "simulating", "jobs finished") as progress:
             if forecast_at:
                 from rackwise.forecast.accuracy import run_with_forecasts
 
@@ -141,8 +114,6 @@ def simulate(
                     config, forecast_at, samples=forecast_samples, on_progress=progress)
             else:
                 result, workload = execute(config, on_progress=progress)
-        finally:
-            progress.close()
         name = trace or (trace_file.stem if trace_file else "trace")
         folder = save(result, config, out or Path("results") / default_folder_name(
                           name, policy, seed, param, perf, perf_param, load),

@@ -9,26 +9,24 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rackwise.cli.errors import reported
+from rackwise.cli.progress import progress_report
 from rackwise.experiments import Cell, load_experiment, plan, run_cells
 from rackwise.experiments.runner import OnDone
 
 
 @contextmanager
 def cell_progress(console: Console, total: int | None, what: str) -> Iterator[OnDone]:
-    """A progress bar over cells; yields the callback that advances it."""
-    progress = Progress(TextColumn(what), BarColumn(), MofNCompleteColumn(), TextColumn("cells"),
-                        TimeElapsedColumn(), TextColumn("{task.description}"), console=console,
-                        transient=True)
-    task = progress.add_task("", total=total)
+    """Progress over cells (a bar, or plain lines in a log); yields the callback that advances it."""
+    done = 0
+    with progress_report(console, what, "cells") as report:
 
-    def advance(cell: Cell, status: str) -> None:
-        progress.update(task, advance=1,
-                        description=f"{cell.policy_label} on {cell.workload_label}: {status}")
+        def advance(cell: Cell, status: str) -> None:
+            nonlocal done
+            done += 1
+            report(done, total, f"{cell.policy_label} on {cell.workload_label}: {status}")
 
-    with progress:
         yield advance
 
 

@@ -69,7 +69,7 @@ class Simulator:
         seed: Seeds every random choice of the run (policy and model).
         observers: Called as ``observer(simulator)`` after every step (tests
             use this to check invariants).
-        on_progress: Called as ``on_progress(n_finished, n_jobs)`` now and then.
+        on_progress: Called as ``on_progress(n_finished, n_jobs)`` now and then, and at the end.
     """
 
     def __init__(self, topology: Topology, jobs: Iterable[Job], policy: Policy, *,
@@ -213,6 +213,8 @@ class Simulator:
                 f"{why} (e.g. job {example}); it must start jobs that fit "
                 f"or ask for a timer (wake_at)"
             )
+        if self.on_progress is not None:
+            self.on_progress(len(self.records), len(self.jobs))
         return SimResult(self.records, self.timeline, self.topology, self.policy, self.seed,
                          self.jobs, self.n_steps, wallclock.perf_counter() - started)
 
