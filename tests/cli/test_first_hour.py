@@ -188,3 +188,12 @@ def test_a_literal_nan_is_named_not_called_empty(tmp_path: Path) -> None:
     trace.write_text("job_id,cluster,submit_time,duration,num_gpus\na,x,0,10,1\nc,x,6,,1\n")
     with pytest.raises(InputError, match=r"t\.csv:3, field 'duration': empty value"):
         read_csv(trace)
+
+
+@pytest.mark.parametrize("command", [[], ["simulate"], ["compare"], ["sweep"], ["reproduce"], ["report"],
+                                     ["serve"], ["forecast"], ["train-marl"], ["traces", "describe"]])
+def test_help_fits_80_columns_without_cutting_anything(command: list[str]) -> None:
+    result = RUNNER.invoke(app, [*command, "--help"], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    assert "…" not in result.output
+    assert max(len(line) for line in result.output.splitlines()) <= 80

@@ -19,6 +19,8 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help wraps flags and text to any width; the boxed help cut long flags at 80 columns.
+    rich_markup_mode=None,
 )
 
 
