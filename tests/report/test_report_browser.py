@@ -79,7 +79,7 @@ def test_report_loads_without_console_messages(chromium: Path, compare_report: P
     dom.feed(result.stdout)
     assert dom.tags.get("h1") == 1
     assert dom.tags.get("h2", 0) >= 9  # contents, 2 tables, 5 figures, configuration
-    assert dom.tags.get("figure") == 5 and dom.tags.get("table") == 2
+    assert dom.tags.get("figure") == 5 and dom.tags.get("table") == 3
     assert len(dom.images) == 5
     for image in dom.images:
         assert (image.get("src") or "").startswith("data:image/png;base64,")
@@ -100,3 +100,47 @@ def test_screenshot_shows_the_plots(chromium: Path, compare_report: Path, tmp_pa
         rgb = np.array([int(colour(index)[i:i + 2], 16) for i in (1, 3, 5)])
         near = np.all(np.abs(pixels - rgb) <= 40, axis=2)
         assert near.sum() > 300, f"too few pixels of {colour(index)} in the screenshot"
+
+
+# Marks every element wider than its box; the report itself runs no script, so the
+# probe goes into a copy without the Content-Security-Policy that forbids scripts.
+_PROBE = """<script>window.addEventListener('load', () => {
+  const wide = [...document.querySelectorAll('main, main *')]
+    .filter(e => e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== 'visible')
+    .map(e => e.tagName + '.' + e.className);
+  document.body.setAttribute('data-wide', wide.join(' ') || 'none');
+  document.body.setAttribute('data-page', document.documentElement.scrollWidth);
+});</script>"""
+
+
+def test_a_sweep_report_fits_1400_px_without_sideways_scrolling(chromium: Path, tmp_path: Path) -> None:
+    from tests.experiments.conftest import EXPERIMENTS
+
+    from rackwise.experiments import load_experiment, plan, run_cells
+    from rackwise.report.build import build_report
+
+    smoke = EXPERIMENTS / "smoke.yaml"
+    run_cells(plan(load_experiment(smoke), str(smoke)), tmp_path / "sweep", jobs=1)
+    report = build_report(tmp_path / "sweep", tmp_path / "report.html")
+    text = report.read_text()
+    assert "Verdict" in text and "tiresias-packed (load=2.0, workload=itp)" in text
+    probed = tmp_path / "probed.html"
+    probed.write_text(re.sub(r'<meta http-equiv="Content-Security-Policy"[^>]*>', "", text)
+                      .replace("</body>", _PROBE + "</body>"))
+    result = _run(chromium, probed, tmp_path / "profile", "--window-size=1400,1000",
+                  "--virtual-time-budget=5000", "--dump-dom")
+    assert 'data-wide="none"' in result.stdout
+    assert 'data-page="1400"' in result.stdout
+    shot = tmp_path / "report-1400.png"  # kept with the test's files, to look at
+    _run(chromium, report, tmp_path / "profile-shot", f"--screenshot={shot}", "--window-size=1400,1400")
+    assert shot.stat().st_size > 10_000
+
+
+def test_the_width_probe_sees_a_table_wider_than_its_box(chromium: Path, tmp_path: Path) -> None:
+    page = tmp_path / "wide.html"
+    page.write_text("<!DOCTYPE html><title>x</title><body><main><div class='table-wrap' "
+                    "style='overflow-x:auto;width:300px'><table><tr><td style='white-space:nowrap'>"
+                    + "wide " * 200 + "</td></tr></table></div></main>" + _PROBE + "</body>")
+    result = _run(chromium, page, tmp_path / "profile", "--window-size=1400,1000",
+                  "--virtual-time-budget=5000", "--dump-dom")
+    assert 'data-wide="DIV.table-wrap"' in result.stdout

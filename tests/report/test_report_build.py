@@ -40,7 +40,7 @@ def _table(page: html.Page, anchor: str) -> html.TableBlock:
 
 def test_page_from_real_runs(compare_dir: Path) -> None:
     page = make_page(compare_dir)
-    assert [s.anchor for s in page.sections] == ["summary", "ratios", *FIGURE_ANCHORS]
+    assert [s.anchor for s in page.sections] == ["verdict", "summary", "ratios", *FIGURE_ANCHORS]
     for figure in _figures(page):
         assert figure.alt and figure.how_to_read and figure.caption
         assert figure.src.startswith("data:image/png;base64,")
@@ -66,6 +66,10 @@ def test_summary_cells_are_means_with_t_intervals(tmp_path: Path) -> None:
     ratios = {row[0].text: row[1:] for row in _table(page, "ratios").rows}
     assert [c.text for c in ratios["sjf"]] == ["0.50×", "1.00×", "1.00×", "0.50×"]
     assert [c.tone for c in ratios["sjf"]] == ["better", "", "", "worse"]
+    verdict = {(row[0].text, row[1].text): [c.text for c in row[2:]]
+               for row in _table(page, "verdict").rows}
+    # sjf's one seed has the lower mean JCT; fifo is the runner-up; one seed: no interval to compare
+    assert verdict[("all runs", "avg JCT")] == ["sjf", "1.00 h", "0.50×", "1", "fifo", "n/a"]
     assert any("One seed only for sjf" in note for note in page.notes)
     bars = next(f for f in _figures(page) if f.anchor == "bars")
     assert "groups with one seed have none" in bars.caption
@@ -92,7 +96,7 @@ def test_sweep_table_gives_summary_and_bars_only(tmp_path: Path) -> None:
                   "p99_jct_s": [20.0, 9.0], "makespan_s": [30.0, 30.0], "utilisation": [0.5, 0.6],
                   "n_jobs": [3, 3]}).to_parquet(tmp_path / "results.parquet")
     page = make_page(tmp_path)
-    assert [s.anchor for s in page.sections] == ["summary", "ratios", "bars"]
+    assert [s.anchor for s in page.sections] == ["verdict", "summary", "ratios", "bars"]
     assert any("without run folders" in note for note in page.notes)
 
 
@@ -119,7 +123,7 @@ def test_html_is_self_contained_and_accessible(compare_report: Path) -> None:
     images = re.findall(r"<img [^>]*>", text)
     assert len(images) == 5
     assert all(re.search(r'alt="[^"]{40,}"', tag) for tag in images)
-    assert text.count("How to read:") == 8  # 2 tables, 5 figures, the configuration
+    assert text.count("How to read:") == 9  # 3 tables, 5 figures, the configuration
     assert '<html lang="en">' in text and text.count("<h1>") == 1
 
 
@@ -209,3 +213,19 @@ def test_out_must_not_be_a_folder(tmp_path: Path) -> None:
     write_run(tmp_path / "r", "fifo", 0)
     with pytest.raises(InputError, match="is a folder; give a file name"):
         build_report(tmp_path / "r", tmp_path)
+
+
+def test_the_verdict_says_whether_the_best_is_clearly_ahead(tmp_path: Path) -> None:
+    for seed in range(3):
+        write_run(tmp_path / f"fifo-{seed}", "fifo", seed, {"avg_jct_s": 3600.0 * (2.0 + 0.01 * seed)})
+        write_run(tmp_path / f"sjf-{seed}", "sjf", seed, {"avg_jct_s": 3600.0 * (1.0 + 0.01 * seed)})
+        write_run(tmp_path / f"srtf-{seed}", "srtf", seed, {"avg_jct_s": 3600.0 * (1.0 + 0.02 * seed)})
+    rows = {row[1].text: [c.text for c in row[2:]] for row in _table(make_page(tmp_path), "verdict").rows}
+    assert rows["avg JCT"][0] == "sjf" and rows["avg JCT"][4] == "srtf"
+    assert rows["avg JCT"][5] == "no"  # sjf's and srtf's intervals overlap
+    fifo_only = tmp_path / "two"
+    for seed in range(3):
+        write_run(fifo_only / f"fifo-{seed}", "fifo", seed, {"avg_jct_s": 3600.0 * (2.0 + 0.01 * seed)})
+        write_run(fifo_only / f"sjf-{seed}", "sjf", seed, {"avg_jct_s": 3600.0 * (1.0 + 0.01 * seed)})
+    rows = {row[1].text: [c.text for c in row[2:]] for row in _table(make_page(fifo_only), "verdict").rows}
+    assert rows["avg JCT"][0] == "sjf" and rows["avg JCT"][2] == "0.50×" and rows["avg JCT"][5] == "yes"

@@ -75,6 +75,7 @@ _FIGURES = (
 )
 _BARS = ("avg_jct_s", "p99_jct_s", "makespan_s", "utilisation")
 _RATIOS = ("avg_jct_s", "p99_jct_s", "makespan_s", "utilisation")
+_VERDICTS = ("avg_jct_s", "p99_jct_s", "makespan_s")
 
 
 def make_page(results: str | Path, *, baseline: str | None = None,
@@ -92,7 +93,10 @@ def make_page(results: str | Path, *, baseline: str | None = None,
     def encode(fig: plots.Figure) -> str:
         return plots.encode(fig, image_format)  # type: ignore[arg-type]
 
-    sections: list[html.FigureBlock | html.TableBlock] = [_summary_table(groups, estimates)]
+    sections: list[html.FigureBlock | html.TableBlock] = []
+    if len(groups) > 1:
+        sections.append(_verdict_table(groups, estimates, base))
+    sections.append(_summary_table(groups, estimates))
     if len(groups) > 1:
         sections.append(_ratio_table(groups, estimates, base))
     notes: list[str] = []
@@ -108,8 +112,14 @@ def make_page(results: str | Path, *, baseline: str | None = None,
         notes.append(f"One seed only for {', '.join(single)}: no confidence interval "
                      "can be given for these.")
     n_runs = sum(len(g.runs) for g in groups)
+    if len(groups) <= 8:
+        listed = f" ({', '.join(labels)})"
+    else:  # a sweep: name its policies and count its settings, not every group
+        policies = list(dict.fromkeys(g.policy for g in groups))
+        n_settings = len({g.variant for g in groups})
+        listed = f": {', '.join(policies)}, under {n_settings} settings"
     intro = [f"{n_runs} run{'s' if n_runs != 1 else ''} of {len(groups)} "
-             f"group{'s' if len(groups) != 1 else ''} ({', '.join(labels)}), read from {root}."]
+             f"group{'s' if len(groups) != 1 else ''}{listed}, read from {root}."]
     if len(groups) > 1:
         intro.append(f"Ratios compare each group with the baseline policy, {base}, run under "
                      "the same settings.")
@@ -131,6 +141,48 @@ def _fmt(estimate: Estimate | None, scale: float, unit: str) -> str:
     if estimate.half_width is not None:
         text += f" ± {estimate.half_width * scale:,.{digits}f}"
     return text
+
+
+def _verdict_table(groups: Sequence[Group], estimates: dict[str, dict[str, Estimate | None]],
+                   base: str) -> html.TableBlock:
+    """Per setting and headline figure: the best policy, by how much, and whether clearly."""
+    headers = ["setting", "figure", "best", "mean", f"÷ {base}", "seeds", "runner-up", "clear?"]
+    rows = []
+    settings = list(dict.fromkeys(g.variant for g in groups))
+    for variant in settings:
+        here = [g for g in groups if g.variant == variant]
+        setting = ", ".join(f"{k}={v}" for k, v in variant) or "all runs"
+        for key in _VERDICTS:
+            scale, unit, lower = next((sc, u, lo) for k, _, sc, u, lo in _FIGURES if k == key)
+            scored = [(e, g) for g in here if (e := estimates[g.label][key]) is not None]
+            if not scored:
+                continue
+            scored.sort(key=lambda pair: pair[0].mean if lower else -pair[0].mean)
+            (mine, best), runner = scored[0], (scored[1] if len(scored) > 1 else None)
+            reference = baseline_of(best, groups, base)
+            ratio = _ratio_cell(mine, estimates[reference.label][key] if reference else None,
+                                lower_better=lower)
+            rows.append([html.Cell(setting), html.Cell(_title(key)), html.Cell(best.policy),
+                         html.Cell(f"{_fmt(mine, scale, unit)} {unit}"), ratio,
+                         html.Cell(str(len(best.runs))),
+                         html.Cell(runner[1].policy if runner else "-"),
+                         html.Cell(_clearly_ahead(mine, runner[0] if runner else None, lower))])
+    return html.TableBlock(
+        anchor="verdict", heading="Verdict", headers=headers, rows=rows,
+        how_to_read=("for each setting and figure, the policy with the best mean over its seeds, "
+                     f"its mean ± the 95% t-interval, its ratio to {base} under the same setting, "
+                     "and the next best policy. 'yes' when the two intervals do not overlap, "
+                     "'no' when they do, 'n/a' with one seed."),
+        caption="Best policy per setting and figure; the tables below give every group.")
+
+
+def _clearly_ahead(best: Estimate | None, runner: Estimate | None, lower_better: bool) -> str:
+    if best is None or runner is None:
+        return "-"
+    if best.half_width is None or runner.half_width is None:
+        return "n/a"
+    ahead = best.high < runner.low if lower_better else best.low > runner.high
+    return "yes" if ahead else "no"
 
 
 def _summary_table(groups: Sequence[Group],

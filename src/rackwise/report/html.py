@@ -15,7 +15,7 @@ _CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
 _CSS = """
 body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", sans-serif; color: #1b1b1b;
        margin: 0; background: #fff; }
-main { max-width: 1080px; margin: 0 auto; padding: 1.5rem 1.25rem 4rem; }
+main { max-width: 1320px; margin: 0 auto; padding: 1.5rem 1.25rem 4rem; }
 h1 { font-size: 1.7rem; margin-bottom: 0.25rem; }
 h2 { font-size: 1.3rem; margin-top: 2.2rem; border-bottom: 1px solid #ddd; padding-bottom: 0.2rem; }
 h3 { font-size: 1.05rem; margin-bottom: 0.3rem; }
@@ -30,6 +30,9 @@ table { border-collapse: collapse; font-size: 0.88rem; font-variant-numeric: tab
 caption { text-align: left; font-size: 0.9rem; color: #444; padding-bottom: 0.4rem; }
 th, td { border: 1px solid #ddd; padding: 0.25rem 0.5rem; text-align: right; white-space: nowrap; }
 th[scope=row], thead th { text-align: left; background: #f6f6f6; }
+/* Group labels and headings wrap, so a sweep's many columns fit a laptop screen. */
+th[scope=row], thead th { white-space: normal; min-width: 5rem; }
+th[scope=row] { max-width: 18rem; }
 td.better { color: #0a6b2b; } td.worse { color: #a11c1c; }
 pre { background: #f6f6f6; padding: 0.6rem; overflow-x: auto; font-size: 0.82rem; }
 details { margin: 0.4rem 0; } summary { cursor: pointer; }
