@@ -117,3 +117,16 @@ def test_reproduce_draws_each_figure_against_load(tmp_path: Path) -> None:
     names = {path.name for path in result.figures}
     assert {"load-avg_jct.png", "load-p99_jct.png", "load-makespan.png"} <= names
     assert "## smoke" in result.markdown.read_text()
+
+
+def test_sweep_ends_with_a_summary_that_fits_80_columns(cli: typer.Typer, tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["sweep", str(SMOKE), "--out", str(tmp_path), "--jobs", "1"],
+                                env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    table = pd.read_parquet(tmp_path / "results.parquet")
+    itp = table[(table["policy"] == "tiresias-packed") & (table["workload"] == "itp")
+                & (table["load"] == 2.0)]
+    row = next(line for line in result.output.splitlines()
+               if line.split()[:4] == ["itp", "4x8", "2", "tiresias-packed"])
+    assert f"{itp['avg_jct_s'].mean() / 3600:.2f}" in row
+    assert max(len(line) for line in result.output.splitlines()) <= 80

@@ -7,12 +7,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
+import pandas as pd
 import typer
+from rich import box
 from rich.console import Console
+from rich.table import Table
 
 from rackwise.cli.errors import reported
 from rackwise.cli.progress import progress_report
 from rackwise.experiments import Cell, load_experiment, plan, run_cells
+from rackwise.experiments.reproduce import summary_table
 from rackwise.experiments.runner import OnDone
 
 
@@ -28,6 +32,27 @@ def cell_progress(console: Console, total: int | None, what: str) -> Iterator[On
             report(done, total, f"{cell.policy_label} on {cell.workload_label}: {status}")
 
         yield advance
+
+
+def print_sweep_summary(console: Console, mean: pd.DataFrame, baseline: str | None) -> None:
+    """Mean figures over seeds, one row per regime and policy, narrow enough for 80 columns."""
+    if mean.empty:
+        return
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+                  caption="means over seeds" + (f"; last column: avg JCT over {baseline}'s"
+                                                if baseline else ""))
+    for heading in ("workload", "cluster", "load", "policy", "avg JCT\n(h)", "p99 JCT\n(h)",
+                    "makespan\n(h)", *(["vs\nbaseline"] if baseline else [])):
+        table.add_column(heading, justify="left" if heading in ("workload", "cluster", "policy")
+                         else "right", overflow="fold")
+    for row in mean.itertuples():
+        cells = [row.workload, row.cluster, f"{row.load:g}", row.policy,
+                 f"{row.avg_jct_s / 3600:.2f}", f"{row.p99_jct_s / 3600:.1f}",
+                 f"{row.makespan_s / 3600:.1f}"]
+        if baseline:
+            cells.append(f"{row.jct_vs_baseline:.2f}x")
+        table.add_row(*(str(cell) for cell in cells))
+    console.print(table)
 
 
 def sweep(
@@ -52,6 +77,7 @@ def sweep(
         with cell_progress(console, len(cells), spec.name) as advance:
             outcome = run_cells(cells, folder, jobs=jobs, use_ray=ray, ray_address=ray_address,
                                 resume=not fresh, on_done=advance)
+    print_sweep_summary(console, summary_table(outcome.table, spec.baseline), spec.baseline)
     reasons = {cell.policy_label: cell.skip_reason for cell in cells if cell.skip_reason}
     for label, reason in sorted(reasons.items()):
         console.print(f"skipped {label}: {reason}")
