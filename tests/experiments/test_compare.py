@@ -53,3 +53,18 @@ def test_compare_refuses_a_baseline_it_does_not_run(cli: typer.Typer, tmp_path: 
     result = CliRunner().invoke(cli, [*args, "--out", str(tmp_path / "out")])
     assert result.exit_code == 2 and "--baseline" in result.output
     assert not (tmp_path / "out").exists()
+
+
+def test_compare_refuses_a_folder_holding_another_comparison(cli: typer.Typer, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    assert CliRunner().invoke(cli, [*ARGS, "--out", str(out)]).exit_code == 0
+    before = (out / "compare.json").read_text()
+    again = CliRunner().invoke(cli, [*ARGS, "--out", str(out)])  # the same comparison may rerun
+    assert again.exit_code == 0, again.output
+    other = [*ARGS, "--out", str(out)]
+    other[other.index("--first-n") + 1] = "30"
+    refused = CliRunner().invoke(cli, other)
+    assert refused.exit_code == 2
+    lines = refused.output.strip().splitlines()
+    assert len(lines) == 1 and str(out) in lines[0] and "another --out" in lines[0]
+    assert (out / "compare.json").read_text() == before

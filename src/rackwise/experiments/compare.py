@@ -88,6 +88,8 @@ def compare(experiment: Experiment, out_dir: str | Path, *, baseline: str, jobs:
         raise InputError(f"baseline '{baseline}' cannot run: {skipped[baseline]}",
                          field="--baseline")
     out = Path(out_dir)
+    config = cells[0].config.model_dump(mode="json", exclude={"policy", "policy_params"})
+    _refuse_another_comparison(out, config, labels)
 
     def run_dir(cell: Cell) -> Path:
         return out / cell.policy_label
@@ -107,7 +109,7 @@ def compare(experiment: Experiment, out_dir: str | Path, *, baseline: str, jobs:
     (out / "results.parquet").unlink(missing_ok=True)  # summary.parquet is this folder's table
     payload = {
         "baseline": baseline,
-        "config": cells[0].config.model_dump(mode="json", exclude={"policy", "policy_params"}),
+        "config": config,
         "policies": {
             row["policy"]: {
                 "status": row["status"],
@@ -119,6 +121,21 @@ def compare(experiment: Experiment, out_dir: str | Path, *, baseline: str, jobs:
     }
     (out / "compare.json").write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n")
     return Comparison(table, ratios, baseline, skipped, out)
+
+
+def _refuse_another_comparison(out: Path, config: dict[str, Any], labels: list[str]) -> None:
+    """A folder that holds a comparison of other runs is not overwritten (its runs would mix)."""
+    previous = out / "compare.json"
+    if not previous.is_file():
+        return
+    try:
+        payload = json.loads(previous.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # unreadable: nothing of it is worth keeping apart
+    same = payload.get("config") == config and sorted(payload.get("policies", {})) == sorted(labels)
+    if not same:
+        raise InputError("holds a comparison of other settings or policies; give another --out, "
+                         "or remove the folder", source=str(out))
 
 
 def _plain(value: Any) -> float | int | None:
