@@ -197,3 +197,19 @@ def test_help_fits_80_columns_without_cutting_anything(command: list[str]) -> No
     assert result.exit_code == 0, result.output
     assert "…" not in result.output
     assert max(len(line) for line in result.output.splitlines()) <= 80
+
+
+def test_simulate_saves_the_snapshots_it_forecasts_from_for_rackwise_forecast(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    result = RUNNER.invoke(app, ["simulate", "--trace", "itp_2021", "--first-n", "200", "--nodes", "4",
+                                 "--policy", "tiresias", "--forecast-at", "20000", "--save-snapshots",
+                                 "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    snapshot = out / "snapshot-20000.json"
+    forecast = RUNNER.invoke(app, ["forecast", "--snapshot", str(snapshot), "--json"])
+    assert forecast.exit_code == 0, forecast.output
+    assert '"job_id"' in forecast.output
+    alone = RUNNER.invoke(app, ["simulate", "--trace", "itp_2021", "--first-n", "20", "--save-snapshots",
+                                "--out", str(tmp_path / "other")])
+    assert alone.exit_code == 2 and "--save-snapshots" in alone.output
+    assert len(alone.output.strip().splitlines()) == 1 and not (tmp_path / "other").exists()

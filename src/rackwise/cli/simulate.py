@@ -14,6 +14,9 @@ from rackwise.cli import options
 from rackwise.cli.errors import reported
 from rackwise.cli.params import parse_params
 from rackwise.cli.progress import progress_report
+from rackwise.engine.snapshot import ClusterSnapshot
+from rackwise.engine.snapshot import save as save_snapshot
+from rackwise.errors import InputError
 from rackwise.run import ClusterConfig, RunConfig, WorkloadConfig, execute, save, summary_of
 
 
@@ -89,6 +92,9 @@ def simulate(
         help="Forecast at this second (repeatable); writes forecast.parquet, forecast beside outcome.")] = None,
     forecast_samples: Annotated[int, typer.Option(
         help="With --forecast-at: sampled runs per forecast for the p10-p90 band.")] = 0,
+    save_snapshots: Annotated[bool, typer.Option(
+        help="With --forecast-at: also write each instant's cluster snapshot, "
+             "snapshot-SECONDS.json, for `rackwise forecast --snapshot`.")] = False,
 ) -> None:
     """Simulate POLICY on a trace and a cluster; print a summary and write a results folder.
 
@@ -96,6 +102,9 @@ def simulate(
     """
     console = Console()
     with reported():
+        if save_snapshots and not forecast_at:
+            raise InputError("needs --forecast-at: snapshots are taken at its instants",
+                             field="--save-snapshots")
         config = RunConfig(
             workload=WorkloadConfig(
                 trace=trace, file=trace_file, format=trace_format, mapping=mapping,  # type: ignore[arg-type]
@@ -106,12 +115,14 @@ def simulate(
             policy=policy, policy_params=parse_params(param, "--param"),
             perf=perf, perf_params=parse_params(perf_param, "--perf-param"), seed=seed,
         )
+        snapshots: list[ClusterSnapshot] = []
         with progress_report(console, "simulating", "jobs finished") as progress:
             if forecast_at:
                 from rackwise.forecast.accuracy import run_with_forecasts
 
                 result, workload, forecasts = run_with_forecasts(
-                    config, forecast_at, samples=forecast_samples, on_progress=progress)
+                    config, forecast_at, samples=forecast_samples, on_progress=progress,
+                    on_snapshot=snapshots.append if save_snapshots else None)
             else:
                 result, workload = execute(config, on_progress=progress)
         name = trace or (trace_file.stem if trace_file else "trace")
@@ -130,6 +141,9 @@ def simulate(
             console.print(f"forecast at {len(forecast_at)} instant(s): start MAE "
                           f"{errors['start_mae_h']:.2f} h over {errors['n_pending_forecasts']} "
                           f"pending jobs; {folder}/forecast.parquet")
+            for snapshot in snapshots:
+                path = save_snapshot(snapshot, folder / f"snapshot-{snapshot.taken_at_s:g}.json")
+                console.print(f"snapshot at {snapshot.taken_at_s:g} s: {path}")
     figures = summary_of(result, config)["figures"]
     print_summary(console, figures, f"{policy} on {workload.name}, {result.topology.describe()}")
     console.print(f"simulated in {result.wall_time_s:.2f} s; results in {folder}/")

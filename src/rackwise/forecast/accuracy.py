@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 
+from rackwise.engine.snapshot import ClusterSnapshot
 from rackwise.forecast.band import arrival_model_of, forecast_with_band
 from rackwise.forecast.from_sim import ForecastTap, Predictions, snapshot_of
 from rackwise.policies.registry import make_policy
@@ -32,6 +33,7 @@ def run_with_forecasts(config: RunConfig, at_s: Sequence[float], *, samples: int
                        predictions: Predictions = "history", workers: int | None = None,
                        use_ray: bool = False, arrivals_horizon_s: float | None = None,
                        on_progress: Callable[[int, int], None] | None = None,
+                       on_snapshot: Callable[[ClusterSnapshot], None] | None = None,
                        ) -> tuple[SimResult, Workload, pd.DataFrame]:
     """Simulate ``config`` and forecast at each of ``at_s``; rows compare forecast and outcome.
 
@@ -43,6 +45,8 @@ def run_with_forecasts(config: RunConfig, at_s: Sequence[float], *, samples: int
         workers, use_ray: Where the samples run.
         arrivals_horizon_s: Draw further arrivals over this horizon from the
             fitted arrival model (None: no further arrivals).
+        on_snapshot: Given each instant's snapshot, e.g. to save it for
+            ``rackwise forecast --snapshot``.
     """
     topology = build_cluster(config.cluster)
     workload = load_workload(config.workload)
@@ -61,6 +65,8 @@ def run_with_forecasts(config: RunConfig, at_s: Sequence[float], *, samples: int
     rows: list[dict[str, Any]] = []
     for taken in tap.taken:
         snapshot = taken.snapshot
+        if on_snapshot is not None:
+            on_snapshot(snapshot)
         model = (arrival_model_of(snapshot, arrivals_horizon_s)
                  if arrivals_horizon_s is not None else None)
         point, bands = forecast_with_band(snapshot, n_samples=samples, seed=seed, workers=workers,
