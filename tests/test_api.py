@@ -33,3 +33,12 @@ def test_the_documented_example_runs() -> None:
     example = re.search(r"```python\n(.*?)```", DOC.read_text(), re.DOTALL)
     assert example is not None
     exec(compile(example.group(1), str(DOC), "exec"), {})
+
+
+def test_a_result_summarises_itself_and_prints_short() -> None:
+    from rackwise.metrics.summary import summarize
+
+    jobs = rackwise.load_trace("itp_2021", first_n=50)
+    result = rackwise.simulate(rackwise.uniform_cluster(2, 8, 2), jobs, rackwise.make_policy("fifo"))
+    assert result.summary() == summarize(result.records, result.timeline, 16)
+    assert repr(result) == f"SimResult(fifo on 50 jobs, 16 GPUs, seed 0, {result.n_steps:,} steps)"

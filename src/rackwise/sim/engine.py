@@ -14,6 +14,7 @@ import itertools
 import time as wallclock
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -56,6 +57,17 @@ class SimResult:
     jobs: list[Job]
     n_steps: int
     wall_time_s: float
+
+    def summary(self) -> dict[str, Any]:
+        """The headline figures: JCT and queueing percentiles, makespan, utilisation (`summarize`)."""
+        from rackwise.metrics.summary import summarize  # pandas, only when asked
+
+        return summarize(self.records, self.timeline, self.topology.n_gpus)
+
+    def __repr__(self) -> str:
+        # The default would print every record.
+        return (f"SimResult({self.policy.name} on {len(self.jobs):,} jobs, {self.topology.n_gpus:,} "
+                f"GPUs, seed {self.seed}, {self.n_steps:,} steps)")
 
 
 class Simulator:
