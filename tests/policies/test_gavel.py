@@ -7,9 +7,11 @@ import logging
 import numpy as np
 import pytest
 
+from rackwise.cluster.topology import uniform_cluster
 from rackwise.policies.gavel import Gavel
 from rackwise.policies.parts import lp
 from rackwise.sim.engine import SimulationStuckError, Simulator, simulate
+from rackwise.workload.job import Job
 
 from .hetero_support import TablePerf, cluster, job
 
@@ -211,3 +213,14 @@ def test_round_s_drives_the_engine() -> None:
     # Each job gets the single GPU for alternate 100 s rounds until it is done.
     finish = {r.job_id: r.finish_time for r in result.records}
     assert finish == {"A": 450.0, "B": 500.0}
+
+
+@pytest.mark.parametrize(("gate_s", "start_s"), [(1920.0, 2160.0), (0.0, 360.0)])
+def test_a_job_arriving_after_a_solve_waits_for_the_next_one_on_an_idle_cluster(
+        gate_s: float, start_s: float) -> None:
+    # Gavel re-solves its LP at most every min_reset_interval_s; a job that arrives
+    # in between waits, GPUs idle, until the first round after the gate opens.
+    jobs = [Job(job_id="A", submit_time=0.0, n_gpus=1, duration_s=50_000.0, total_iters=50_000.0),
+            Job(job_id="B", submit_time=100.0, n_gpus=1, duration_s=50_000.0, total_iters=50_000.0)]
+    result = simulate(uniform_cluster(1, 4, 1), jobs, Gavel(min_reset_interval_s=gate_s))
+    assert {r.job_id: r.first_start for r in result.records} == {"A": 0.0, "B": start_s}
