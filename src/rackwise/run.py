@@ -96,10 +96,13 @@ def build_cluster(config: ClusterConfig) -> Topology:
                                    config.gpu_type.lower())
         source, where = None, "--gpu-type"
     known = known_gpu_types()
-    unknown = [gpu_type for gpu_type in topology.gpu_types if gpu_type not in known]
+    declared = dict(topology.gpu_speedups)
+    unknown = [gpu_type for gpu_type in topology.gpu_types
+               if gpu_type not in known and gpu_type not in declared]
     if unknown:
-        raise InputError(f"unknown GPU type '{unknown[0]}'; known types: {', '.join(known)}",
-                         source=source, field=where)
+        raise InputError(f"unknown GPU type '{unknown[0]}'; known types: {', '.join(known)}; "
+                         f"a cluster file may declare one (gpu_speedup_vs_v100: "
+                         f"{{{unknown[0]}: SPEED-UP}})", source=source, field=where)
     return topology
 
 

@@ -127,6 +127,37 @@ def test_unknown_gpu_type_in_a_cluster_file_is_refused(tmp_path: Path) -> None:
     assert result.exit_code == 2
     [line] = result.output.strip().splitlines()
     assert "rtx.yaml" in line and "node_groups.gpu_type" in line and "known types" in line
+    assert "gpu_speedup_vs_v100" in line  # and says how to declare it
+
+
+def test_a_cluster_file_declares_a_new_gpu_types_speed(tmp_path: Path) -> None:
+    import json
+
+    import pandas as pd
+
+    def run(speedup: float) -> pd.DataFrame:
+        # Three V100 nodes set the reference speed of trace durations; the fourth is the new type.
+        spec = tmp_path / f"mixed-{speedup}.yaml"
+        spec.write_text("nodes_per_rack: 4\nnode_groups:\n"
+                        "  - {count: 3, gpus_per_node: 8, gpu_type: v100}\n"
+                        "  - {count: 1, gpus_per_node: 8, gpu_type: rtx9090}\n"
+                        f"gpu_speedup_vs_v100: {{rtx9090: {speedup}}}\n")
+        out = tmp_path / f"run-{speedup}"
+        result = RUNNER.invoke(app, ["simulate", "--trace", "itp_2021", "--first-n", "40", "--cluster",
+                                     str(spec), "--perf", "network", "--out", str(out)])
+        assert result.exit_code == 0, result.output
+        assert json.loads((out / "summary.json").read_text())["figures"]["n_jobs"] == 40
+        return pd.read_parquet(out / "jobs.parquet").set_index("job_id")
+
+    same, faster = run(1.0), run(2.0)
+    # Jobs that land on the new node run faster there; the others as before.
+    quicker = faster["run_time_s"] < 0.9 * same["run_time_s"]
+    assert quicker.any() and not (faster["run_time_s"] > 1.1 * same["run_time_s"]).any()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("node_groups:\n  - {count: 1, gpus_per_node: 8, gpu_type: rtx9090}\n"
+                   "gpu_speedup_vs_v100: {rtx9090: 0}\n")
+    refused = RUNNER.invoke(app, ["simulate", "--trace", "itp_2021", "--first-n", "5", "--cluster", str(bad)])
+    assert refused.exit_code == 2 and "gpu_speedup_vs_v100" in refused.output
 
 
 def test_results_folder_is_not_private(tmp_path: Path) -> None:

@@ -53,6 +53,8 @@ class Topology:
     nodes: tuple[Node, ...]
     links: Links = field(default_factory=Links)
     name: str = "cluster"
+    # Speed over a V100 of GPU types the performance catalogue does not know, as declared.
+    gpu_speedups: tuple[tuple[str, float], ...] = ()
     # Derived look-up tables, filled in __post_init__.
     gpu_node: tuple[int, ...] = field(init=False, repr=False)
     gpu_rack: tuple[int, ...] = field(init=False, repr=False)
@@ -151,6 +153,7 @@ class ClusterSpec(BaseModel):
           - {count: 12, gpus_per_node: 4, gpu_type: v100}
           - {count: 12, gpus_per_node: 4, gpu_type: p100}
         links: {cross_rack_gbps: 25}
+        gpu_speedup_vs_v100: {rtx6000: 1.6}   # a type the catalogue does not know
 
     Each node group is laid out in racks of its own (``nodes_per_rack`` of the
     group, else of the cluster), so racks are homogeneous.
@@ -161,6 +164,15 @@ class ClusterSpec(BaseModel):
     nodes_per_rack: int = Field(default=8, gt=0)
     node_groups: list[_NodeGroupSpec] = Field(min_length=1)
     links: _LinksSpec = Field(default_factory=_LinksSpec)
+    gpu_speedup_vs_v100: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("gpu_speedup_vs_v100")
+    @classmethod
+    def _positive_speedups(cls, value: dict[str, float]) -> dict[str, float]:
+        for gpu_type, speedup in value.items():
+            if not speedup > 0:
+                raise ValueError(f"the speed-up of '{gpu_type}' must be positive, got {speedup}")
+        return {gpu_type.strip().lower(): speedup for gpu_type, speedup in value.items()}
 
     def build(self) -> Topology:
         nodes: list[Node] = []
@@ -173,7 +185,7 @@ class ClusterSpec(BaseModel):
                 first = nodes[-1].first_gpu + nodes[-1].n_gpus if nodes else 0
                 nodes.append(Node(len(nodes), rack_id, group.gpu_type, group.gpus_per_node, first))
         links = Links(**self.links.model_dump())
-        return Topology(tuple(nodes), links, self.name)
+        return Topology(tuple(nodes), links, self.name, tuple(sorted(self.gpu_speedup_vs_v100.items())))
 
 
 def uniform_cluster(n_nodes: int, gpus_per_node: int = 8, nodes_per_rack: int = 8,
@@ -191,7 +203,7 @@ def uniform_cluster(n_nodes: int, gpus_per_node: int = 8, nodes_per_rack: int = 
     )
     topology = spec.build()
     if links is not None:
-        topology = Topology(topology.nodes, links, topology.name)
+        topology = Topology(topology.nodes, links, topology.name, topology.gpu_speedups)
     return topology
 
 

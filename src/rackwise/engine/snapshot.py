@@ -342,6 +342,7 @@ def to_json(snapshot: ClusterSnapshot) -> dict[str, Any]:
             "name": topo.name,
             "links": {f.name: getattr(topo.links, f.name) for f in fields(topo.links)},
             "nodes": [[n.rack_id, n.gpu_type, n.n_gpus] for n in topo.nodes],
+            "gpu_speedup_vs_v100": dict(topo.gpu_speedups),
         },
         "node_names": list(snapshot.node_names),
         "running": [_state_dict(s) for s in snapshot.running],
@@ -393,7 +394,10 @@ def _from_json(data: Any) -> ClusterSnapshot:
     if not nodes:
         raise InputError("the cluster has no nodes", field="topology.nodes")
     try:
-        topology = Topology(tuple(nodes), Links(**topo.get("links", {})), str(topo.get("name", "")))
+        speedups = tuple(sorted((str(k), float(v))
+                                for k, v in topo.get("gpu_speedup_vs_v100", {}).items()))
+        topology = Topology(tuple(nodes), Links(**topo.get("links", {})), str(topo.get("name", "")),
+                            speedups)
     except ValueError as exc:
         raise InputError(str(exc), field="topology.nodes") from None
     policy = data.get("policy", {})

@@ -56,7 +56,8 @@ class StepPricing:
         self._uplink_gbps = tuple(uplink_capacity_gbps(topology, r) for r in range(topology.n_racks))
         self._latency = config.latency_by_level_s
         self._overlap = config.exposed_comm_frac
-        self._speedups = dict(config.gpu_speedup_vs_v100)
+        # A cluster file's own declarations take precedence over the catalogue's defaults.
+        self._speedups = {**config.gpu_speedup_vs_v100, **dict(topology.gpu_speedups)}
         self._compute_cache: dict[tuple[str, int, str, float], float] = {}
         self._graph_cache: dict[tuple[str | None, float, Parallelism], tuple[JobGraph, float]] = {}
         self._ref_cache: dict[tuple[str, int], float] = {}
@@ -78,8 +79,8 @@ class StepPricing:
         if gpu_type not in self._speedups:
             if gpu_type not in self.table.isolated:
                 raise InputError(
-                    f"GPU type '{gpu_type}' is unknown to the performance model; add it to "
-                    f"PerfConfig.gpu_speedup_vs_v100 or merge a throughput table for it",
+                    f"GPU type '{gpu_type}' is unknown to the performance model; declare its "
+                    f"speed in the cluster file (gpu_speedup_vs_v100: {{{gpu_type}: SPEED-UP}})",
                     field="gpu_type")
             self._speedups[gpu_type] = self.table.speedup_vs_v100(gpu_type)
         return self._speedups[gpu_type]
