@@ -6,24 +6,29 @@ of its own), then writes ``results.md``: per experiment, its claims table
 seeds, and PNG figures under ``figures/NAME/`` (bars at the busiest load,
 and each figure against load when the experiment sweeps loads). A claims
 table is also written into any document under ``policies/`` that holds the
-experiment's markers (`CLAIMS_BEGIN`). When `rackwise.report` is installed
-it writes each experiment's HTML report beside its figures.
+experiment's markers (`CLAIMS_BEGIN`), and each experiment's HTML report
+beside its figures.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from rackwise.errors import MissingExtraError, RackwiseError
+from rackwise.errors import RackwiseError
 from rackwise.experiments.claims import assess, claims_markdown
 from rackwise.experiments.config import Experiment, load_experiment
 from rackwise.experiments.grid import plan
 from rackwise.experiments.runner import OnDone, SweepOutcome, run_cells
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 QUICK_JOBS = 150  # jobs per workload in --quick mode
 CHARTS = (("avg_jct_s", "average JCT (h)"), ("p99_jct_s", "p99 JCT (h)"),
@@ -124,13 +129,14 @@ def markdown(sections: Sequence[str], command: str) -> str:
     return "\n".join(head) + "\n" + "\n".join(sections)
 
 
-def _figure_module() -> tuple[type, type]:
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        raise MissingExtraError("the figures need matplotlib: pip install 'rackwise[report]'") from None
-    return Figure, FigureCanvasAgg
+def _figure(width_in: float, height_in: float) -> Figure:
+    """A matplotlib figure drawn off-screen (imported here: sweeps that draw nothing stay quick)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width_in, height_in))
+    FigureCanvasAgg(fig)
+    return fig
 
 
 def bar_charts(mean: pd.DataFrame, folder: Path) -> list[Path]:
@@ -138,7 +144,6 @@ def bar_charts(mean: pd.DataFrame, folder: Path) -> list[Path]:
 
     With several loads, the bars are at the busiest one (`load_curves` shows the others).
     """
-    Figure, FigureCanvasAgg = _figure_module()
     folder.mkdir(parents=True, exist_ok=True)
     busiest = mean[mean["load"] == mean["load"].max()]
     regimes = list(dict.fromkeys(zip(busiest["workload"], busiest["cluster"])))
@@ -146,8 +151,7 @@ def bar_charts(mean: pd.DataFrame, folder: Path) -> list[Path]:
     width = 0.8 / max(1, len(regimes))
     written = []
     for name, title in CHARTS:
-        fig = Figure(figsize=(max(6.0, 0.6 * len(policies)), 3.6))
-        FigureCanvasAgg(fig)
+        fig = _figure(max(6.0, 0.6 * len(policies)), 3.6)
         ax = fig.add_subplot()
         for index, (workload, cluster) in enumerate(regimes):
             part = busiest[(busiest["workload"] == workload) & (busiest["cluster"] == cluster)]
@@ -169,13 +173,11 @@ def load_curves(mean: pd.DataFrame, folder: Path) -> list[Path]:
     """One PNG per figure in `CHARTS` against load: a panel per regime, a line per policy."""
     if mean["load"].nunique() < 2:
         return []
-    Figure, FigureCanvasAgg = _figure_module()
     folder.mkdir(parents=True, exist_ok=True)
     regimes = list(dict.fromkeys(zip(mean["workload"], mean["cluster"])))
     written = []
     for name, title in CHARTS:
-        fig = Figure(figsize=(4.2 * len(regimes) + 1.6, 3.6))
-        FigureCanvasAgg(fig)
+        fig = _figure(4.2 * len(regimes) + 1.6, 3.6)
         axes = fig.subplots(1, len(regimes), squeeze=False)[0]
         for ax, (workload, cluster) in zip(axes, regimes):
             part = mean[(mean["workload"] == workload) & (mean["cluster"] == cluster)]
@@ -231,13 +233,12 @@ def reproduce(experiment_paths: Sequence[str | Path], out_dir: str | Path, docs_
                     documents.append(document)
         sections.append(section(experiment, mean, claims, drawn, skipped, docs))
         figures += drawn
-        try:
-            from rackwise.report.build import build_report
+        # Imported here, like matplotlib: a sweep that only reads this module stays quick.
+        from rackwise.report.build import build_report
 
+        with contextlib.suppress(RackwiseError):  # e.g. every cell skipped: the table says why
             figures.append(build_report(outcome.path.parent, folder / "report.html",
                                         baseline=experiment.baseline))
-        except (ImportError, RackwiseError):  # the report is optional; the table is not
-            pass
     target = docs / "results.md"
     target.write_text(markdown(sections, command), encoding="utf-8")
     return Reproduction(outcomes, target, tuple(figures), tuple(documents))

@@ -44,7 +44,7 @@ class Placing:
         self.pricing = pricing
         self._links = topology.links
         self._gpu_node = topology.gpu_node
-        self._node_rack = tuple(node.rack_id for node in topology.nodes)
+        self._node_rack = topology.node_rack
         self._node_type = tuple(node.gpu_type for node in topology.nodes)
         # (nodes, GPUs per node, racks) of a one-GPU placement on each node, shared
         self._one_node = tuple(((node.node_id,), (1,), (node.rack_id,)) for node in topology.nodes)

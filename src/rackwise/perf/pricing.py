@@ -49,7 +49,7 @@ class StepPricing:
         self.reference_gpu_type = reference_gpu_type
         self._links = topology.links
         self._gpu_node = topology.gpu_node
-        self._node_rack = tuple(node.rack_id for node in topology.nodes)
+        self._node_rack = topology.node_rack
         self._max_node_gpus = topology.max_gpus_per_node
         self._max_rack_gpus = max(topology.rack_capacity)
         self._cluster_gbps = level_bandwidth_gbps(self._links, Level.CLUSTER)
