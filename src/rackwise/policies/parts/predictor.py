@@ -149,6 +149,7 @@ class IterationPredictor:
         self._rows: deque[tuple[tuple[float, ...], float]] = deque(maxlen=self.max_train_rows)
         self._since_fit = 0
         self._forest: Any = None
+        self._flat: FlatForest | None = None  # the forest's trees as arrays, built on first use
         self._n_fits = 0
 
     @property
@@ -216,25 +217,15 @@ class IterationPredictor:
         return [a if a is not None else self.cold_start(f) for a, f in zip(answers, features)]
 
     def _forest_predict(self, rows: list[tuple[float, ...]]) -> list[float]:
-        """The forest's mean over its trees.
-
-        Asking each fitted tree structure (the public ``tree_``) directly is
-        what ``RandomForestRegressor.predict`` computes, without its per-call
-        validation and thread pool: far faster for the one row an arrival needs.
-        """
-        import numpy as np
-
-        x = np.asarray(rows, dtype=np.float32)
-        trees = self._forest.estimators_
-        total = np.zeros(len(rows))
-        for tree in trees:
-            total += tree.tree_.predict(x).reshape(len(rows))
-        return [float(v) for v in total / len(trees)]
+        """The forest's mean over its trees, as ``RandomForestRegressor.predict`` gives it."""
+        if self._flat is None:
+            self._flat = FlatForest(self._forest)
+        return self._flat.predict(rows)
 
     # ---------------------------------------------------------------- learning
     def adopt_forest(self, forest: Any) -> None:
         """Predict with a forest fitted elsewhere, on `JobFeatures.row` rows and log1p targets."""
-        self._forest = forest
+        self._forest, self._flat = forest, None
 
     def observe(self, features: JobFeatures, actual_iters: float) -> bool:
         """Learn from a finished job; returns True when the forest was refitted."""
@@ -263,6 +254,52 @@ class IterationPredictor:
         x = np.array([row for row, _ in self._rows])
         y = np.array([target for _, target in self._rows])
         params = {"n_estimators": 100, **self.forest_params, "random_state": self.random_state}
-        self._forest = RandomForestRegressor(**params).fit(x, y)
+        self._forest, self._flat = RandomForestRegressor(**params).fit(x, y), None
         self._since_fit = 0
         self._n_fits += 1
+
+
+class FlatForest:
+    """A fitted forest's trees as flat arrays, walked together: one step per level for all trees.
+
+    Asking each tree (``tree_.predict``) in turn costs a call, a validation
+    and a thread-pool dispatch per tree; an arrival needs one row, so that
+    overhead is nearly all of it. Here every tree descends at once. The
+    comparisons are the trees' own (the row as float32, against float64
+    thresholds) and the trees' leaf values are summed in tree order, as
+    ``RandomForestRegressor.predict`` sums them, so the answers are the same
+    to the last bit.
+    """
+
+    def __init__(self, forest: Any) -> None:
+        import numpy as np
+
+        trees = [estimator.tree_ for estimator in forest.estimators_]
+        offsets = np.cumsum([0] + [tree.node_count for tree in trees])
+        left = np.concatenate([tree.children_left for tree in trees])
+        right = np.concatenate([tree.children_right for tree in trees])
+        node_ids = np.arange(len(left))
+        leaf = left < 0
+        shift = np.repeat(offsets[:-1], [tree.node_count for tree in trees])
+        # A leaf points at itself, so that descending past it stays put.
+        self.left = np.where(leaf, node_ids, left + shift)
+        self.right = np.where(leaf, node_ids, right + shift)
+        self.feature = np.where(leaf, 0, np.concatenate([tree.feature for tree in trees]))
+        self.threshold = np.concatenate([tree.threshold for tree in trees])
+        self.value = np.concatenate([tree.value[:, 0, 0] for tree in trees])
+        self.roots = offsets[:-1]
+        self.depth = max(tree.max_depth for tree in trees)
+
+    def predict(self, rows: list[tuple[float, ...]]) -> list[float]:
+        """The mean leaf value over the trees, for each row."""
+        import numpy as np
+
+        x = np.asarray(rows, dtype=np.float32).astype(np.float64)
+        node = np.broadcast_to(self.roots, (len(rows), len(self.roots)))
+        row_index = np.arange(len(rows))[:, None]
+        for _ in range(self.depth):
+            go_left = x[row_index, self.feature[node]] <= self.threshold[node]
+            node = np.where(go_left, self.left[node], self.right[node])
+        # cumsum adds in tree order, one tree at a time, as the forest's own mean does.
+        total = np.cumsum(self.value[node], axis=1)[:, -1]
+        return [float(v) for v in total / len(self.roots)]
