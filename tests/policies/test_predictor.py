@@ -6,8 +6,11 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rackwise.policies.parts.predictor import (
+    FlatForest,
     IterationPredictor,
     PredictionRecord,
     name_template,
@@ -140,3 +143,19 @@ def test_same_seed_same_forest_predictions() -> None:
             predictor.observe(predictor.features(job), iters)
         outputs.append(predictor.predict([predictor.features(job) for job in jobs[100:]]))
     assert outputs[0] == outputs[1]
+
+
+@settings(max_examples=20)
+@given(seed=st.integers(0, 2**31 - 1), n_rows=st.integers(1, 40), max_depth=st.sampled_from([None, 1, 4]))
+def test_the_flat_forest_answers_exactly_what_the_fitted_forest_does(seed: int, n_rows: int,
+                                                                     max_depth: int | None) -> None:
+    from sklearn.ensemble import RandomForestRegressor
+
+    rng = np.random.default_rng(seed)
+    x = rng.random((300, 6)) * 100.0
+    x[:, 2] = rng.integers(-1, 4, 300)  # coded columns, with ties at the thresholds
+    y = np.log1p(np.exp(x[:, 0] / 20.0) * rng.random(300))
+    forest = RandomForestRegressor(n_estimators=15, max_depth=max_depth, random_state=seed).fit(x, y)
+    rows = [tuple(row) for row in np.vstack([x[:n_rows], rng.random((n_rows, 6)) * 100.0])]
+    expected = forest.predict(np.asarray(rows, dtype=np.float32))
+    assert FlatForest(forest).predict(rows) == expected.tolist()
