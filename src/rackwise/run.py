@@ -24,6 +24,7 @@ from rackwise.metrics.summary import records_frame, summarize, timeline_frame
 from rackwise.perf.base import PerfModel
 from rackwise.policies.registry import make_policy
 from rackwise.sim.engine import SimResult, Simulator
+from rackwise.workload.job import Job
 from rackwise.workload.workload import Workload
 
 PERF_MODELS: dict[str, str] = {
@@ -50,6 +51,8 @@ class WorkloadConfig(BaseModel):
     strict: bool = False  # refuse a trace file at the first row its mapping would skip
     # Arrival-rate factor: gaps between submissions are divided by it (1 = as recorded).
     load: float = Field(default=1.0, gt=0)
+    # The cluster's log: this many jobs that finished before start_s (see `load_history`).
+    history_jobs: int = Field(default=0, ge=0)
 
 
 class ClusterConfig(BaseModel):
@@ -126,6 +129,29 @@ def load_workload(config: WorkloadConfig) -> Workload:
     return scale_arrivals(workload, config.load) if config.load != 1.0 else workload
 
 
+def load_history(config: WorkloadConfig) -> list[Job]:
+    """The log a live cluster would hold when the window opens: the last ``history_jobs``
+    jobs of the same trace (and groups) to finish before ``start_s``, in finishing order."""
+    if not config.history_jobs:
+        return []
+    if config.start_s is None:
+        raise InputError("a job log is what finished before the window opens: set start_s",
+                         field="history_jobs")
+    if config.trace is not None:
+        from rackwise import traces
+
+        earlier = traces.load(config.trace, groups=config.groups, end_s=config.start_s, rebase=False)
+    else:
+        from rackwise.workload import readers
+
+        assert config.file is not None
+        earlier = readers.read(config.file, config.format, mapping=config.mapping,
+                               strict=config.strict).select(groups=config.groups, end_s=config.start_s)
+    finished = [job for job in earlier if job.submit_time + job.duration_s <= config.start_s]
+    finished.sort(key=lambda job: job.submit_time + job.duration_s)
+    return finished[-config.history_jobs:]
+
+
 def scale_arrivals(workload: Workload, load: float) -> Workload:
     """The same jobs arriving ``load`` times as fast: every gap between submissions is divided by it."""
     if not workload.jobs:
@@ -153,6 +179,15 @@ def make_perf(name: str, params: dict[str, Any]) -> PerfModel:
 def execute(config: RunConfig,
             on_progress: Callable[[int, int], None] | None = None) -> tuple[SimResult, Workload]:
     """Build the run described by ``config`` and simulate it to the end."""
+    simulator, workload = build_simulator(config, on_progress=on_progress)
+    return simulator.run(), workload
+
+
+def build_simulator(config: RunConfig, **options: Any) -> tuple[Simulator, Workload]:
+    """The simulator of the run ``config`` describes, not yet started, and its workload.
+
+    ``options`` go to `Simulator` (``observers``, ``on_progress``).
+    """
     topology = build_cluster(config.cluster)
     workload = load_workload(config.workload)
     if config.workload.skip_oversized:
@@ -162,9 +197,10 @@ def execute(config: RunConfig,
         raise InputError("no jobs left after filtering", source=workload.source)
     policy = make_policy(config.policy, **config.policy_params)
     perf = make_perf(config.perf, config.perf_params)
+    history = [job for job in load_history(config.workload) if job.n_gpus <= topology.n_gpus]
     simulator = Simulator(topology, workload, policy, perf=perf, seed=config.seed,
-                          on_progress=on_progress)
-    return simulator.run(), workload
+                          history=history, **options)
+    return simulator, workload
 
 
 def summary_of(result: SimResult, config: RunConfig,

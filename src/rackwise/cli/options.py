@@ -21,6 +21,9 @@ FirstN = Annotated[int | None, typer.Option(help="Keep only the first N jobs (af
 SkipOversized = Annotated[bool, typer.Option(help="Drop jobs larger than the cluster instead of failing.")]
 Load = Annotated[float, typer.Option(
     help="Arrival-rate factor: gaps between submissions are divided by it (2 = twice as busy).")]
+HistoryJobs = Annotated[int, typer.Option(
+    min=0, help="Give the policy the cluster's log: the N jobs that last finished before --start-s "
+                "(predictors learn from it).")]
 Strict = Annotated[bool, typer.Option(help="Refuse a trace file at the first row its mapping would skip.")]
 Cluster = Annotated[Path | None, typer.Option(help="Cluster spec file (YAML or TOML); overrides the flags below.")]
 Nodes = Annotated[int, typer.Option(help="Nodes in a homogeneous cluster.")]

@@ -49,14 +49,16 @@ def print_summary(console: Console, figures: dict[str, float], title: str) -> No
 
 
 def default_folder_name(trace: str, policy: str, seed: int, params: list[str] | None,
-                        perf: str, perf_params: list[str] | None, load: float = 1.0) -> str:
-    """``TRACE[-loadX]-POLICY[-KEY=VALUE...][-perf-MODEL[-KEY=VALUE...]]-sSEED``.
+                        perf: str, perf_params: list[str] | None, load: float = 1.0,
+                        history_jobs: int = 0) -> str:
+    """``TRACE[-loadX][-logN]-POLICY[-KEY=VALUE...][-perf-MODEL[-KEY=VALUE...]]-sSEED``.
 
-    Every -p and --perf-param value (and a load other than 1) is in the name, so
+    Every -p and --perf-param value (and a load other than 1, a job log) is in the name, so
     variants of one run do not overwrite each other's folder; characters unsafe
     in a file name become ``_``.
     """
-    parts = [trace, *([f"load{load:g}"] if load != 1.0 else []), policy, *sorted(params or [])]
+    parts = [trace, *([f"load{load:g}"] if load != 1.0 else []),
+             *([f"log{history_jobs}"] if history_jobs else []), policy, *sorted(params or [])]
     if perf != "ideal":
         parts += [f"perf-{perf}", *sorted(perf_params or [])]
     parts.append(f"s{seed}")
@@ -75,6 +77,7 @@ def simulate(
     skip_oversized: options.SkipOversized = False,
     strict: options.Strict = False,
     load: options.Load = 1.0,
+    history_jobs: options.HistoryJobs = 0,
     policy: Annotated[str, typer.Option(help="Scheduling policy (see `rackwise policies`).")] = "fifo",
     param: Annotated[list[str] | None, typer.Option(
         "--param", "-p", help="Policy parameter key=value (repeatable); a tuple as key=[a,b].")] = None,
@@ -109,7 +112,8 @@ def simulate(
             workload=WorkloadConfig(
                 trace=trace, file=trace_file, format=trace_format, mapping=mapping,  # type: ignore[arg-type]
                 groups=groups.split(",") if groups else None, start_s=start_s, end_s=end_s,
-                first_n=first_n, skip_oversized=skip_oversized, strict=strict, load=load),
+                first_n=first_n, skip_oversized=skip_oversized, strict=strict, load=load,
+                history_jobs=history_jobs),
             cluster=ClusterConfig(spec=cluster, nodes=nodes, gpus_per_node=gpus_per_node,
                                   nodes_per_rack=nodes_per_rack, gpu_type=gpu_type),
             policy=policy, policy_params=parse_params(param, "--param"),
@@ -127,7 +131,7 @@ def simulate(
                 result, workload = execute(config, on_progress=progress)
         name = trace or (trace_file.stem if trace_file else "trace")
         folder = save(result, config, out or Path("results") / default_folder_name(
-                          name, policy, seed, param, perf, perf_param, load),
+                          name, policy, seed, param, perf, perf_param, load, history_jobs),
                       fmt=table_format, workload=workload)  # type: ignore[arg-type]
         if any(count for _, count in workload.skipped_by_reason):
             from rackwise.workload.readers.row_filters import format_skipped

@@ -10,7 +10,7 @@ an optional extra), so an engine never probes it attribute by attribute.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -114,3 +114,11 @@ class Policy(Protocol):
     def on_arrival(self, job: Job, now: float) -> None: ...
 
     def on_completion(self, job: Job, now: float) -> None: ...
+
+    def on_history(self, jobs: Sequence[Job]) -> None:
+        """Jobs that finished before the run began, with their true sizes (the cluster's log).
+
+        Called once, after ``reset`` and before the first arrival, when the
+        run has such a log; policies that learn from history train on it.
+        """
+        ...

@@ -19,9 +19,8 @@ import pandas as pd
 from rackwise.engine.snapshot import ClusterSnapshot
 from rackwise.forecast.band import arrival_model_of, forecast_with_band
 from rackwise.forecast.from_sim import ForecastTap, Predictions, snapshot_of
-from rackwise.policies.registry import make_policy
-from rackwise.run import RunConfig, build_cluster, load_workload, make_perf
-from rackwise.sim.engine import SimResult, Simulator
+from rackwise.run import RunConfig, build_simulator
+from rackwise.sim.engine import SimResult
 from rackwise.workload.workload import Workload
 
 COLUMNS = ("taken_at_s", "job_id", "status", "n_gpus", "predicted_start_s", "predicted_finish_s",
@@ -48,18 +47,10 @@ def run_with_forecasts(config: RunConfig, at_s: Sequence[float], *, samples: int
         on_snapshot: Given each instant's snapshot, e.g. to save it for
             ``rackwise forecast --snapshot``.
     """
-    topology = build_cluster(config.cluster)
-    workload = load_workload(config.workload)
-    if config.workload.skip_oversized:
-        workload = workload.drop_oversized(topology.n_gpus)
-    workload.check_fits(topology)
-    policy = make_policy(config.policy, **config.policy_params)
-    perf = make_perf(config.perf, config.perf_params)
     seed = config.seed
     tap = ForecastTap(at_s, lambda sim, t: snapshot_of(sim, taken_at_s=t, predictions=predictions,
                                                       seed=seed))
-    simulator = Simulator(topology, workload, policy, perf=perf, seed=seed, observers=[tap],
-                          on_progress=on_progress)
+    simulator, workload = build_simulator(config, observers=[tap], on_progress=on_progress)
     result = simulator.run()
     tap.finish(simulator)
     rows: list[dict[str, Any]] = []

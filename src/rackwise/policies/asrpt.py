@@ -15,6 +15,7 @@ docs/policies/asrpt.md. In short:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -63,6 +64,9 @@ class Asrpt(AsrptParameters, BasePolicy):
 
     def on_completion(self, job: Job, now: float) -> None:
         self.srpt_.on_completion(job, now)
+
+    def on_history(self, jobs: Sequence[Job]) -> None:
+        self.srpt_.on_history(jobs)
 
     def schedule(self, view: ClusterView, now: float) -> Decisions:
         return self.srpt_.schedule(view, now)

@@ -13,6 +13,7 @@ into the one record engines read.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -62,6 +63,9 @@ class BasePolicy:
     def on_completion(self, job: Job, now: float) -> None:
         """A job finished and released its GPUs (called before ``schedule``)."""
 
+    def on_history(self, jobs: Sequence[Job]) -> None:
+        """Jobs finished before the run began (ignored unless the policy learns from history)."""
+
 
 class PolicyWrapper:
     """Stands in for a policy and passes every hook through to it.
@@ -87,6 +91,9 @@ class PolicyWrapper:
 
     def on_completion(self, job: Job, now: float) -> None:
         self.inner.on_completion(job, now)
+
+    def on_history(self, jobs: Sequence[Job]) -> None:
+        self.inner.on_history(jobs)
 
     def schedule(self, view: ClusterView, now: float) -> Decisions:
         return self.inner.schedule(view, now)

@@ -25,6 +25,7 @@ docs/policies/combined.md measures it against each design alone.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
@@ -118,6 +119,9 @@ class Combined(AsrptParameters, BasePolicy):
         self.srpt_.on_completion(job, now)
         self.class_of_.pop(job.job_id, None)
         self.type_rates_.forget(job.job_id)
+
+    def on_history(self, jobs: Sequence[Job]) -> None:
+        self.srpt_.on_history(jobs)
 
     # ---------------------------------------------------------------- schedule
     def schedule(self, view: ClusterView, now: float) -> Decisions:

@@ -23,7 +23,7 @@ from rackwise.cluster.topology import Topology
 from rackwise.engine.checks import EngineSupport, check_decisions
 from rackwise.engine.contract import Decisions, Policy
 from rackwise.engine.hooks import notify
-from rackwise.engine.seeding import run_generators
+from rackwise.engine.seeding import history_rng, run_generators
 from rackwise.engine.view import ClusterView
 from rackwise.errors import InputError, RackwiseError
 from rackwise.metrics.records import JobRecord, Timeline
@@ -82,12 +82,16 @@ class Simulator:
         observers: Called as ``observer(simulator)`` after every step (tests
             use this to check invariants).
         on_progress: Called as ``on_progress(n_finished, n_jobs)`` now and then, and at the end.
+        history: Jobs that finished before the run (the cluster's log); the
+            performance model prepares them from a stream of their own, and
+            the policy gets them through ``on_history`` when the run starts.
     """
 
     def __init__(self, topology: Topology, jobs: Iterable[Job], policy: Policy, *,
                  perf: PerfModel | None = None, seed: int = 0,
                  observers: Sequence[Callable[[Simulator], None]] = (),
-                 on_progress: Callable[[int, int], None] | None = None) -> None:
+                 on_progress: Callable[[int, int], None] | None = None,
+                 history: Iterable[Job] = ()) -> None:
         self.topology = topology
         self.policy = policy
         self.perf: PerfModel = perf if perf is not None else IdealPerf()
@@ -98,6 +102,8 @@ class Simulator:
         prepared = self.perf.prepare(list(jobs), topology, perf_rng)
         self.jobs = sorted(prepared, key=lambda job: job.submit_time)
         _check_jobs(self.jobs, topology)
+        history = list(history)
+        self.history = tuple(self.perf.prepare(history, topology, history_rng(seed))) if history else ()
 
         self.now = 0.0
         self.allocation = Allocation(topology)
@@ -185,6 +191,8 @@ class Simulator:
             raise RackwiseError("this simulator's run has already started")
         self.started = True
         self.policy.reset(self.view, self._policy_rng)
+        if self.history:
+            self.policy.on_history(self.history)
         if self._round_s is not None and self.jobs:
             self._push(self.jobs[0].submit_time + self._round_s, EventKind.ROUND)
 

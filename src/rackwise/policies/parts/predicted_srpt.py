@@ -75,6 +75,9 @@ class AsrptParameters:
         default_prediction: Prediction when nothing has finished yet, in
             the target's unit (seconds or iterations).
         repredict_waiting: After a refit, predict again for jobs not yet started.
+        use_history: Learn from the run's job log (jobs finished before it
+            began, when the run has one: ``history_jobs`` of the workload)
+            before the first arrival, as a live cluster's scheduler would.
         kl_passes: Refinement passes of the graph partitioner.
     """
 
@@ -94,6 +97,7 @@ class AsrptParameters:
     predict_target: Literal["duration", "iterations"] = "duration"
     default_prediction: float = 1_000.0
     repredict_waiting: bool = True
+    use_history: bool = True
     kl_passes: int = 10
 
 
@@ -134,6 +138,7 @@ class PredictedSrpt:
                  rng: np.random.Generator) -> None:
         self._params = params
         self._place = place
+        self._history: Sequence[Job] = ()  # learnt at the next decision, which has the view
         self._vm = VirtualMachine(0.0)
         self._predictor = IterationPredictor(
             use_forest=params.predictor == "forest", min_train_rows=params.min_train_rows,
@@ -206,6 +211,28 @@ class PredictedSrpt:
         if refit and self._params.repredict_waiting:
             self._repredict()
 
+    def on_history(self, jobs: Sequence[Job]) -> None:
+        """Jobs that finished before the run, to learn from before the first arrival is predicted."""
+        if self._params.use_history and self._params.predictor != "oracle":
+            self._history = jobs
+
+    def _learn_history(self, view: ClusterView) -> None:
+        """Learn the log as its completions would have taught, and fit the forest once.
+
+        The target is the one a completion gives: iterations times the
+        seconds per iteration on the job's ideal placement.
+        """
+        learnt = []
+        for job in self._history:
+            ideal = self._place(view, self._empty, job, build_job_graph(job), 0.0, ideal=True)
+            if ideal is None:
+                continue
+            rate = view.perf.rate(job, ideal.gpu_ids, {})
+            unit = 1.0 / rate if self._params.predict_target == "duration" and 0 < rate < math.inf else 1.0
+            learnt.append((self._predictor.features(job), job.total_iters * unit))
+        self._predictor.observe_history(learnt)
+        self._history = ()
+
     def _repredict(self) -> None:
         """New forest: new predictions for jobs that have not started yet."""
         ids = [job_id for job_id in self._waiting if job_id in self._vm_s_per_iter]
@@ -225,6 +252,8 @@ class PredictedSrpt:
     def schedule(self, view: ClusterView, now: float) -> Decisions:
         """Start, backfill and preempt in the virtual machine's order."""
         params, vm = self._params, self._vm
+        if self._history:
+            self._learn_history(view)
         vm.advance(now)
         for job in self._arrived:
             self._enter_vm(view, job, now)

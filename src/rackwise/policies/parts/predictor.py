@@ -227,8 +227,24 @@ class IterationPredictor:
         """Predict with a forest fitted elsewhere, on `JobFeatures.row` rows and log1p targets."""
         self._forest, self._flat = forest, None
 
+    def observe_history(self, finished: Sequence[tuple[JobFeatures, float]]) -> None:
+        """Learn from a log of finished jobs at once, in order, and fit the forest once."""
+        for features, actual_iters in finished:
+            self._remember(features, actual_iters)
+        if self.use_forest and len(self._rows) >= self.min_train_rows:
+            self._fit()
+
     def observe(self, features: JobFeatures, actual_iters: float) -> bool:
         """Learn from a finished job; returns True when the forest was refitted."""
+        self._remember(features, actual_iters)
+        due = self._forest is None or self._since_fit >= max(
+            self.refit_every, self.refit_growth * len(self._all_log))
+        if self.use_forest and len(self._rows) >= self.min_train_rows and due:
+            self._fit()
+            return True
+        return False
+
+    def _remember(self, features: JobFeatures, actual_iters: float) -> None:
         y = math.log1p(max(actual_iters, 0.0))
         self._rows.append((features.row, y))
         insort(self._all_log, y)
@@ -239,12 +255,6 @@ class IterationPredictor:
             history = self._history.setdefault((kind, value), deque(maxlen=self.history_window))
             history.append(y)
         self._since_fit += 1
-        due = self._forest is None or self._since_fit >= max(
-            self.refit_every, self.refit_growth * len(self._all_log))
-        if self.use_forest and len(self._rows) >= self.min_train_rows and due:
-            self._fit()
-            return True
-        return False
 
     def _fit(self) -> None:
         require_sklearn()
