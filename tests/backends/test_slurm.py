@@ -191,8 +191,13 @@ def test_replay_matches_policy_and_simulator(slurm: LoopbackSlurm, tmp_path: Pat
     assert wall_s < 40
 
 
-def test_restarted_driver_loses_and_repeats_nothing(slurm: LoopbackSlurm, tmp_path: Path) -> None:
-    """Kill the serve process mid-run (SIGKILL); a new one finishes the window."""
+@pytest.mark.parametrize("policy", ["fifo", "tiresias", "dally"])
+def test_restarted_driver_loses_and_repeats_nothing(slurm: LoopbackSlurm, tmp_path: Path, policy: str) -> None:
+    """Kill the serve process mid-run (SIGKILL); a new one finishes the window.
+
+    FIFO starts afresh from the cluster's view; tiresias and dally, whose
+    state matters, go on from serve's state file.
+    """
     jobs = window()
     trace = tmp_path / "trace.csv"
     trace.write_text("job_id,cluster,submit_time,duration,num_gpus\n" + "".join(
@@ -200,7 +205,11 @@ def test_restarted_driver_loses_and_repeats_nothing(slurm: LoopbackSlurm, tmp_pa
     out = tmp_path / "out"
     env = {**os.environ, "SLURM_CONF": str(slurm.conf)}
     command = [sys.executable, "-c", "import typer; from rackwise.cli.serve import serve; typer.run(serve)",
-               "--backend", "slurm", "--policy", "fifo", "--poll-s", str(POLL_S), "--exit-when-idle"]
+               "--backend", "slurm", "--policy", policy, "--poll-s", str(POLL_S), "--exit-when-idle",
+               "--verbose"]
+    state_file = tmp_path / "serve.state"
+    if policy != "fifo":
+        command += ["--state-file", str(state_file)]
     first = subprocess.Popen(
         [*command, "--trace-file", str(trace), "--time-scale", str(SCALE), "--output-dir", str(out),
          "--decision-log", str(tmp_path / "first.jsonl")],
@@ -223,17 +232,24 @@ def test_restarted_driver_loses_and_repeats_nothing(slurm: LoopbackSlurm, tmp_pa
     before = [json.loads(line) for line in log1.read_text().splitlines()]
     after = [json.loads(line) for line in (tmp_path / "second.jsonl").read_text().splitlines()]
     assert 5 <= len(before) < len(jobs)
-    started = [d["job_id"] for d in before + after if d["action"] == "start" and d["ok"]]
-    assert sorted(started) == sorted(j.job_id for j in jobs)  # none lost, none twice
-    assert [d["job_id"] for d in before + after] == [j.job_id for j in jobs]  # FIFO across both
+    starts_decided = [d["job_id"] for d in before + after if d["action"] == "start" and d["ok"]]
+    preempted = [d["job_id"] for d in before + after if d["action"] == "preempt" and d["ok"]]
+    # none lost, none started twice: one start per job, plus one per preemption
+    assert sorted(starts_decided) == sorted([j.job_id for j in jobs] + preempted)
+    if policy == "fifo":
+        assert [d["job_id"] for d in before + after] == [j.job_id for j in jobs]  # FIFO across both
+        assert "restored" not in second.stderr
+    else:
+        assert f"restored {policy}'s state" in second.stderr
     for job in jobs:
         starts, ends = read_runs(out, job.job_id)
-        assert len(starts) == 1 and len(ends) == 1, job.job_id
+        assert len(ends) == 1, job.job_id
+        assert len(starts) == 1 + preempted.count(job.job_id), job.job_id
     import pandas as pd
 
     records = pd.read_csv(tmp_path / "records.csv")
     assert sorted(records["job_id"]) == sorted(j.job_id for j in jobs)
-    assert (records["n_preemptions"] == 0).all()
+    assert records["n_preemptions"].sum() == len(preempted)
 
 
 def test_killed_node_requeues_its_job_elsewhere(slurm: LoopbackSlurm, tmp_path: Path) -> None:

@@ -17,8 +17,10 @@ import logging
 import time as wallclock
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar, Literal, Protocol
 
+from rackwise.backends import serve_state
 from rackwise.engine.checks import check_decisions
 from rackwise.engine.contract import Decisions, Policy
 from rackwise.engine.hooks import notify
@@ -203,7 +205,8 @@ class ServeResult:
 def serve(backend: Backend, policy: Policy, *, poll_s: float | None = 1.0, seed: int = 0,
           exit_when_idle: bool = True, should_stop: Callable[[], bool] | None = None,
           observers: Sequence[RoundObserver] = (),
-          on_decision: Callable[[DecisionRecord], None] | None = None) -> ServeResult:
+          on_decision: Callable[[DecisionRecord], None] | None = None,
+          state_file: Path | None = None) -> ServeResult:
     """Drive ``policy`` against ``backend`` until idle or told to stop.
 
     Each round: observe; tell the policy of jobs seen finished and of jobs
@@ -223,19 +226,31 @@ def serve(backend: Backend, policy: Policy, *, poll_s: float | None = 1.0, seed:
         should_stop: Polled every round; True ends the loop.
         observers: Told about every round (metrics exporters).
         on_decision: Called with every applied decision (decision logs).
+        state_file: Keep the loop's state, the policy's included, in this file
+            (`serve_state`), saved after every round; a loop started on a file
+            saved for the same policy and parameters goes on with that state
+            (its ``policy`` argument is then only the template it matches).
 
     Raises:
         InvalidDecisionError: when the policy asks for something impossible.
         ServeStuckError: when jobs wait but nothing can happen any more.
     """
     snapshot = backend.observe()
-    policy.reset(snapshot.view, policy_rng(seed))
     round_s = policy.capabilities.round_s
-    next_round = snapshot.now + round_s if round_s else INF
-    known_active: set[str] = set()
-    known_done: set[str] = set(snapshot.finished) | set(snapshot.failed)
+    restored = serve_state.load(state_file, policy) if state_file is not None else None
+    if restored is None:
+        policy.reset(snapshot.view, policy_rng(seed))
+        state = serve_state.ServeState(
+            policy, known_active=set(), known_done=set(snapshot.finished) | set(snapshot.failed),
+            timers=set(),  # every wake_at asked for, as the simulator keeps them
+            next_round=snapshot.now + round_s if round_s else INF)
+    else:
+        state = restored
+        policy = state.policy
+        log.info("restored %s's state from %s: %d active job(s) known", policy.name, state_file,
+                 len(state.known_active))
+    known_active, known_done = state.known_active, state.known_done
     applied: list[DecisionRecord] = []
-    timers: set[float] = set()  # every wake_at asked for, as the simulator keeps them
     n_rounds = 0
     while True:
         if should_stop is not None and should_stop():
@@ -256,14 +271,16 @@ def serve(backend: Backend, policy: Policy, *, poll_s: float | None = 1.0, seed:
         if exit_when_idle and snapshot.idle and not decisions.start:
             return ServeResult(backend.records(), applied, n_rounds, stopped_idle=True)
         if round_s:
-            while next_round <= now:
-                next_round += round_s
+            while state.next_round <= now:
+                state.next_round += round_s
         if decisions.wake_at is not None:
-            timers.add(decisions.wake_at)
-        timers = {t for t in timers if t > now}
+            state.timers.add(decisions.wake_at)
+        state.timers = {t for t in state.timers if t > now}
+        if state_file is not None:
+            serve_state.save(state_file, state)
         deadline = min(now + poll_s if poll_s is not None else INF,
-                       min(timers, default=INF), snapshot.next_arrival,
-                       next_round if snapshot.view.running or snapshot.view.pending else INF)
+                       min(state.timers, default=INF), snapshot.next_arrival,
+                       state.next_round if snapshot.view.running or snapshot.view.pending else INF)
         if not backend.wait(deadline) and not decisions.start and not decisions.preempt:
             if snapshot.idle:
                 return ServeResult(backend.records(), applied, n_rounds, stopped_idle=True)

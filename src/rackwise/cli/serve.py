@@ -61,6 +61,9 @@ def serve(
     decision_log: Annotated[Path | None, typer.Option(
         help="Append every decision as a JSON line to this file.")] = None,
     records_out: Annotated[Path | None, typer.Option(help="Write finished jobs' records (CSV) here on exit.")] = None,
+    state_file: Annotated[Path | None, typer.Option(
+        help="Keep serve's state (the policy's included) here, saved every round; a serve restarted "
+             "with the same file and policy goes on where it stopped.")] = None,
     kubeconfig: Annotated[Path | None, typer.Option(
         help="kubernetes: kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster).")] = None,
     scheduler_name: Annotated[str, typer.Option(
@@ -148,7 +151,7 @@ def serve(
         try:
             result = serve_loop(the_backend, chosen, poll_s=poll_workload_s, seed=seed,
                                 exit_when_idle=exit_when_idle, should_stop=lambda: bool(stopping),
-                                observers=observers, on_decision=on_decision)
+                                observers=observers, on_decision=on_decision, state_file=state_file)
         except KeyboardInterrupt:
             console.print("interrupted")
             return

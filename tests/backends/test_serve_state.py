@@ -1,0 +1,133 @@
+"""A restarted serve goes on from its state file as if it had never stopped (fake backend)."""
+
+from __future__ import annotations
+
+import logging
+import pickle
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import pytest
+
+from rackwise.backends import serve_state
+from rackwise.backends.base import ServeResult, serve
+from rackwise.backends.fake import FakeBackend
+from rackwise.cluster.topology import uniform_cluster
+from rackwise.engine.view import ClusterView
+from rackwise.policies.base import BasePolicy, Decisions, Start
+from rackwise.policies.registry import make_policy
+from rackwise.workload.job import Job
+
+H = 3600.0
+TOPOLOGY = uniform_cluster(4, 4, 2)
+
+
+def trace() -> list[Job]:
+    sizes = [4, 2, 4, 3, 2, 4, 1, 2, 4, 1, 8, 2, 3, 1, 4, 2, 6, 1, 2, 4]
+    return [Job(f"j{i}", submit_time=i * 0.3 * H, n_gpus=n, duration_s=(1 + (i * 7) % 5) * H)
+            for i, n in enumerate(sizes)]
+
+
+@dataclass(kw_only=True)
+class Rotating(BasePolicy):
+    """Starts the pending job at a position that moves every round: its order lives in its state."""
+
+    name: ClassVar[str] = "rotating"
+
+    def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
+        super().reset(view, rng)
+        self.turn_ = 0
+
+    def schedule(self, view: ClusterView, now: float) -> Decisions:
+        self.turn_ += 1
+        pending = sorted(view.pending.values(), key=lambda s: s.job_id)
+        if not pending:
+            return Decisions()
+        state = pending[self.turn_ % len(pending)]
+        free = [g for node in view.topology.nodes for g in view.free_gpu_ids(node.node_id)]
+        if state.n_gpus > len(free):
+            return Decisions(wake_at=now + 600.0)
+        return Decisions(start=(Start(state.job_id, tuple(free[:state.n_gpus])),), wake_at=now + 600.0)
+
+
+def stop_after(n_rounds: int) -> Callable[[], bool]:
+    calls = iter(range(10**9))
+    return lambda: next(calls) >= n_rounds
+
+
+def run(make: Callable[[], BasePolicy], state_file: Path | None, stop_at: int | None) -> ServeResult:
+    """One serve to the end, or one stopped after ``stop_at`` rounds and a second that finishes."""
+    backend = FakeBackend(TOPOLOGY, trace(), seed=2)
+    if stop_at is None:
+        return serve(backend, make(), poll_s=0.25 * H, seed=2, state_file=state_file)
+    first = serve(backend, make(), poll_s=0.25 * H, seed=2, state_file=state_file,
+                  should_stop=stop_after(stop_at))
+    assert not first.stopped_idle
+    second = serve(backend, make(), poll_s=0.25 * H, seed=2, state_file=state_file)
+    second.decisions[:0] = first.decisions
+    return second
+
+
+def outcome(result: ServeResult) -> tuple[list[tuple[str, float, float]], list[tuple[float, str, str]]]:
+    records = sorted((r.job_id, r.first_start, r.finish_time) for r in result.records)
+    decisions = [(d.now, d.action, d.job_id) for d in result.decisions]
+    return records, decisions
+
+
+@pytest.mark.parametrize("name", ["rotating", "tiresias", "dally", "asrpt"])
+def test_a_restart_from_the_state_file_decides_as_if_never_stopped(name: str, tmp_path: Path) -> None:
+    def make() -> BasePolicy:
+        return Rotating() if name == "rotating" else make_policy(name)
+
+    uninterrupted = outcome(run(make, None, None))
+    restarted = outcome(run(make, tmp_path / "serve.state", stop_at=9))
+    assert len(uninterrupted[0]) == len(trace())
+    assert restarted == uninterrupted
+
+
+def test_without_its_state_a_restarted_policy_forgets_and_decides_otherwise() -> None:
+    # The check above can fail: the same restart with no state file changes the outcome.
+    assert outcome(run(Rotating, None, stop_at=9)) != outcome(run(Rotating, None, None))
+
+
+def test_an_unreadable_state_file_is_reported_and_serve_starts_fresh(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    state_file = tmp_path / "serve.state"
+    state_file.write_bytes(b"not a pickle")
+    with caplog.at_level(logging.WARNING, logger="rackwise.serve"):
+        result = run(lambda: make_policy("fifo"), state_file, None)
+    assert "cannot read the saved state" in caplog.text
+    assert len(result.records) == len(trace())
+
+
+def test_a_state_saved_for_other_parameters_is_not_restored(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    state_file = tmp_path / "serve.state"
+    backend = FakeBackend(TOPOLOGY, trace(), seed=2)
+    serve(backend, make_policy("tiresias"), poll_s=0.25 * H, state_file=state_file,
+          should_stop=stop_after(3))
+    other = make_policy("tiresias", promote_knob=4.0)
+    with caplog.at_level(logging.WARNING, logger="rackwise.serve"):
+        assert serve_state.load(state_file, other) is None
+    assert "starting fresh" in caplog.text
+    assert serve_state.load(state_file, make_policy("tiresias")) is not None
+
+
+def test_a_crash_while_saving_leaves_the_previous_state_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    state_file = tmp_path / "serve.state"
+    policy = make_policy("fifo")
+    serve_state.save(state_file, serve_state.ServeState(policy, {"a"}, set(), set(), float("inf")))
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(pickle, "dump", crash)
+    with pytest.raises(OSError):
+        serve_state.save(state_file, serve_state.ServeState(policy, {"b"}, set(), set(), 0.0))
+    monkeypatch.undo()
+    restored = serve_state.load(state_file, policy)
+    assert restored is not None and restored.known_active == {"a"}
