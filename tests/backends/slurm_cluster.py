@@ -82,7 +82,22 @@ class LoopbackSlurm:
     # -------------------------------------------------------------- start
     def start(self) -> None:
         self.write_config()
-        self.ctld = self._spawn(["slurmctld", "-D", "-c", "-i"], "slurmctld")
+        self._start_controller(["-c"])  # a clean state
+        # slurmd only once the controller answers: before that it backs off for minutes.
+        for name in NODES:
+            self.start_node(name)
+        self.wait_idle(NODES, timeout_s=20)
+
+    def restart_controller(self, down_s: float) -> None:
+        """Stop slurmctld, leave it down ``down_s`` seconds, start it again on its saved state."""
+        assert self.ctld is not None
+        self.ctld.terminate()
+        self.ctld.wait(timeout=10)
+        time.sleep(down_s)
+        self._start_controller([])
+
+    def _start_controller(self, flags: list[str]) -> None:
+        self.ctld = self._spawn(["slurmctld", "-D", *flags, "-i"], "slurmctld")
         deadline = time.monotonic() + 15
         while not self._ctld_up():
             if self.ctld.poll() is not None:
@@ -90,10 +105,6 @@ class LoopbackSlurm:
             if time.monotonic() > deadline:
                 raise RuntimeError("slurmctld did not answer within 15 s")
             time.sleep(0.1)
-        # slurmd only once the controller answers: before that it backs off for minutes.
-        for name in NODES:
-            self.start_node(name)
-        self.wait_idle(NODES, timeout_s=20)
 
     def start_node(self, name: str) -> None:
         (self.base / "spool" / name).mkdir(parents=True, exist_ok=True)

@@ -244,12 +244,56 @@ def test_restarted_driver_loses_and_repeats_nothing(slurm: LoopbackSlurm, tmp_pa
     for job in jobs:
         starts, ends = read_runs(out, job.job_id)
         assert len(ends) == 1, job.job_id
-        assert len(starts) == 1 + preempted.count(job.job_id), job.job_id
+        # a preemption may catch a released job before its payload starts: at most one run each
+        assert 1 <= len(starts) <= 1 + preempted.count(job.job_id), job.job_id
     import pandas as pd
 
     records = pd.read_csv(tmp_path / "records.csv")
     assert sorted(records["job_id"]) == sorted(j.job_id for j in jobs)
-    assert records["n_preemptions"].sum() == len(preempted)
+    # a preemption that caught a job before its payload ran interrupted nothing to count
+    assert records["n_preemptions"].sum() <= len(preempted)
+    if policy == "fifo":
+        assert records["n_preemptions"].sum() == 0
+
+
+@pytest.mark.parametrize("policy_name", ["fifo", "dally", "tiresias"])
+def test_serve_rides_out_a_slurmctld_restart(slurm: LoopbackSlurm, tmp_path: Path, policy_name: str,
+                                             caplog: pytest.LogCaptureFixture) -> None:
+    """slurmctld stops for eight seconds mid-window and comes back on its saved state: serve
+    keeps asking (the controller's jobs run on meanwhile) and finishes the window, losing no
+    job and running none on two node sets; jobs run once (tiresias: see below). Slurm's
+    clients ride out a shorter outage themselves: they retry for about four seconds."""
+    jobs = window()
+    restarted_at: list[float] = []
+
+    def restart() -> None:
+        slurm.restart_controller(down_s=8.0)
+        restarted_at.append(time.monotonic())
+
+    restarting = threading.Timer(3.0, restart)
+    restarting.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="rackwise.serve"):
+            result, sampler, _ = replay(slurm, make_policy(policy_name), jobs, tmp_path / "out")
+        served_until = time.monotonic()
+    finally:
+        restarting.join()
+    assert restarted_at and restarted_at[0] < served_until  # the outage fell inside the run
+    records = {r.job_id: r for r in result.records}
+    assert set(records) == {j.job_id for j in jobs}
+    if policy_name == "tiresias":
+        # A job that finishes while the controller is down still shows as running when it
+        # returns, until its node reports; a preemption then requeues it, and Slurm runs it
+        # once more. Its progress was recorded, so that run is empty: no work is repeated.
+        for job in jobs:
+            starts, ends = read_runs(tmp_path / "out", job.job_id)
+            assert ends and len(starts) == len(ends), job.job_id
+            first_end = float(ends[0]["t"])
+            assert all(float(run["sleep_s"]) == 0.0 for run in starts if float(run["t"]) > first_end)
+    else:
+        check_ran_once_where_decided(tmp_path / "out", jobs, result.decisions, records)
+    assert not sampler.overlaps
+    assert all(used <= GPUS_PER_NODE for used in sampler.max_gpus.values())
 
 
 def test_killed_node_requeues_its_job_elsewhere(slurm: LoopbackSlurm, tmp_path: Path) -> None:

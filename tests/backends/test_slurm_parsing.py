@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rackwise.backends.slurm_cli import (
@@ -68,6 +70,18 @@ def test_a_refused_command_is_one_line_naming_it() -> None:
     assert str(info.value) == "sh -c echo 'boom bang' >&2; exit 3: boom bang"
     with pytest.raises(SlurmCommandError, match="cannot run"):
         cli.run(["/nonexistent/scontrol", "show"])
+
+
+def test_json_that_reports_errors_is_not_read_as_an_empty_cluster(tmp_path: Path) -> None:
+    # What squeue 22.05 prints, exit status 0, while slurmctld is down.
+    squeue = tmp_path / "squeue"
+    squeue.write_text('#!/bin/sh\necho \'{"errors": [{"description": "Failed while looking for jobs", '
+                      '"error_number": -1, "error": "Unspecified error", "source": "slurm_load_jobs"}], '
+                      '"jobs": []}\'\n')
+    squeue.chmod(0o755)
+    with pytest.raises(SlurmCommandError) as info:
+        SlurmCli(bin_dir=str(tmp_path)).jobs()
+    assert str(info.value) == "squeue: slurm_load_jobs; Failed while looking for jobs; Unspecified error"
 
 
 def test_jobs_of_an_earlier_window_are_told_apart_by_their_t0_tag() -> None:

@@ -206,7 +206,7 @@ def serve(backend: Backend, policy: Policy, *, poll_s: float | None = 1.0, seed:
           exit_when_idle: bool = True, should_stop: Callable[[], bool] | None = None,
           observers: Sequence[RoundObserver] = (),
           on_decision: Callable[[DecisionRecord], None] | None = None,
-          state_file: Path | None = None) -> ServeResult:
+          state_file: Path | None = None, max_outage_s: float | None = None) -> ServeResult:
     """Drive ``policy`` against ``backend`` until idle or told to stop.
 
     Each round: observe; tell the policy of jobs seen finished and of jobs
@@ -230,12 +230,17 @@ def serve(backend: Backend, policy: Policy, *, poll_s: float | None = 1.0, seed:
             (`serve_state`), saved after every round; a loop started on a file
             saved for the same policy and parameters goes on with that state
             (its ``policy`` argument is then only the template it matches).
+        max_outage_s: Give up when the cluster has not answered for this many
+            wall seconds; None (the default) keeps trying: a controller that
+            is down (restarting, failing over) is asked again, backing off
+            from `RETRY_FIRST_S` to `RETRY_MAX_S` between tries, each logged.
 
     Raises:
         InvalidDecisionError: when the policy asks for something impossible.
         ServeStuckError: when jobs wait but nothing can happen any more.
+        BackendError: the cluster did not answer for ``max_outage_s``.
     """
-    snapshot = backend.observe()
+    snapshot = _observe(backend, max_outage_s)
     round_s = policy.capabilities.round_s
     restored = serve_state.load(state_file, policy) if state_file is not None else None
     if restored is None:
@@ -258,13 +263,17 @@ def serve(backend: Backend, policy: Policy, *, poll_s: float | None = 1.0, seed:
         now = snapshot.now
         view = snapshot.view
         view.now = now
-        _call_hooks(policy, snapshot, known_active, known_done)
+        _call_hooks(policy, snapshot, known_active, known_done, state.believed)
         started = wallclock.perf_counter()
         decisions = policy.schedule(view, now)
         latency_s = wallclock.perf_counter() - started
         check_decisions(view, decisions, policy.name, now)
         outcomes = backend.apply(decisions, snapshot) if decisions.start or decisions.preempt else []
         _log_outcomes(decisions, outcomes, now, applied, on_decision)
+        # What the policy now takes to be true, whatever the cluster made of its decisions.
+        state.believed = {job_id: job_id in view.running for job_id in (*view.running, *view.pending)}
+        state.believed.update((start.job_id, True) for start in decisions.start)
+        state.believed.update((job_id, False) for job_id in decisions.preempt)
         for observer in observers:
             observer.observe_round(snapshot, latency_s, decisions, outcomes)
         n_rounds += 1
@@ -287,11 +296,42 @@ def serve(backend: Backend, policy: Policy, *, poll_s: float | None = 1.0, seed:
             raise ServeStuckError(
                 f"policy '{policy.name}' left {len(view.pending)} job(s) pending at t={now:.0f} s "
                 f"with nothing left to happen; it must start jobs that fit or ask for a timer")
-        snapshot = backend.observe()
+        snapshot = _observe(backend, max_outage_s)
+
+
+RETRY_FIRST_S = 0.5  # wall seconds before asking an unreachable cluster again ...
+RETRY_MAX_S = 10.0  # ... doubling up to this
+
+
+def _observe(backend: Backend, max_outage_s: float | None) -> Snapshot:
+    """``backend.observe()``, asked again with bounded backoff while the cluster does not answer."""
+    failures = 0
+    first_failure = 0.0
+    while True:
+        try:
+            snapshot = backend.observe()
+        except BackendError as exc:
+            now = wallclock.monotonic()
+            if failures == 0:
+                first_failure = now
+            failures += 1
+            down_s = now - first_failure
+            if max_outage_s is not None and down_s >= max_outage_s:
+                raise BackendError(f"the cluster has not answered for {down_s:.0f} s "
+                                   f"({failures} tries); last error: {exc}") from exc
+            pause = min(RETRY_FIRST_S * 2 ** (failures - 1), RETRY_MAX_S)
+            log.warning("cannot read the cluster (try %d, down %.1f s): %s; asking again in %.1f s",
+                        failures, down_s, exc, pause)
+            wallclock.sleep(pause)
+            continue
+        if failures:
+            log.warning("the cluster answers again after %d failed tries (%.1f s)", failures,
+                        wallclock.monotonic() - first_failure)
+        return snapshot
 
 
 def _call_hooks(policy: Policy, snapshot: Snapshot, known_active: set[str],
-                known_done: set[str]) -> None:
+                known_done: set[str], believed: Mapping[str, bool]) -> None:
     done = [s for job_id, s in snapshot.finished.items() if job_id not in known_done]
     done.sort(key=lambda s: (s.finish_time if s.finish_time is not None else INF, s.job_id))
     completed: list[Job] = []
@@ -312,6 +352,17 @@ def _call_hooks(policy: Policy, snapshot: Snapshot, known_active: set[str],
             if job_id not in known_active:
                 known_active.add(job_id)
                 arrived.append(state.job)
+    # A job the cluster moved without the policy's decision (a start or preemption refused
+    # or lost, a node failure's requeue) leaves and arrives again, so that a policy that
+    # mirrors the queue in its own state rebuilds its picture of the job from the view.
+    diverged = sorted(job_id for table, running in ((view.running, True), (view.pending, False))
+                      for job_id in table if believed.get(job_id, running) is not running)
+    for job_id in diverged:
+        state = view.running.get(job_id) or view.pending[job_id]
+        log.warning("job %s is %s on the cluster, not as the policy decided; announcing it again",
+                    job_id, "running" if job_id in view.running else "pending")
+        completed.append(state.job)
+        arrived.append(state.job)
     notify(policy, completed, arrived, snapshot.now)
 
 

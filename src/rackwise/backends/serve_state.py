@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import pickle
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from rackwise.engine.contract import Policy
@@ -35,6 +35,8 @@ class ServeState:
     known_done: set[str]  # jobs seen finished or failed
     timers: set[float]  # wake_at times the policy asked for, still ahead
     next_round: float  # the next round boundary (round-based policies), or inf
+    # Per active job, whether the policy takes it to be running (its last decisions applied).
+    believed: dict[str, bool] = field(default_factory=dict)
 
 
 def save(path: Path, state: ServeState) -> None:

@@ -71,6 +71,14 @@ class SlurmCli:
             raise SlurmCommandError(f"{argv[0]} printed no JSON: {exc.msg}") from None
         if not isinstance(data, dict):
             raise SlurmCommandError(f"{argv[0]} printed JSON that is not an object")
+        # With the controller down, squeue and sinfo still exit 0, with empty lists and the
+        # failure under "errors": an empty cluster that must not be believed.
+        errors = data.get("errors") or []
+        if errors:
+            first = errors[0] if isinstance(errors[0], dict) else {"error": str(errors[0])}
+            message = "; ".join(str(first[key]) for key in ("source", "description", "error")
+                                if first.get(key))
+            raise SlurmCommandError(f"{argv[0]}: {message or 'an error without a message'}")
         return data
 
     def jobs(self) -> list[dict[str, Any]]:

@@ -64,6 +64,9 @@ def serve(
     state_file: Annotated[Path | None, typer.Option(
         help="Keep serve's state (the policy's included) here, saved every round; a serve restarted "
              "with the same file and policy goes on where it stopped.")] = None,
+    max_outage_s: Annotated[float | None, typer.Option(
+        help="Exit when the cluster has not answered for this many seconds (default: keep "
+             "asking, with backoff).")] = None,
     kubeconfig: Annotated[Path | None, typer.Option(
         help="kubernetes: kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster).")] = None,
     scheduler_name: Annotated[str, typer.Option(
@@ -151,7 +154,8 @@ def serve(
         try:
             result = serve_loop(the_backend, chosen, poll_s=poll_workload_s, seed=seed,
                                 exit_when_idle=exit_when_idle, should_stop=lambda: bool(stopping),
-                                observers=observers, on_decision=on_decision, state_file=state_file)
+                                observers=observers, on_decision=on_decision, state_file=state_file,
+                                max_outage_s=max_outage_s)
         except KeyboardInterrupt:
             console.print("interrupted")
             return

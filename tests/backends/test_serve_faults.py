@@ -1,4 +1,4 @@
-"""A restarted serve goes on from its state file as if it had never stopped (fake backend)."""
+"""Serve through its own restarts and a controller that stops answering (fake backend)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from rackwise.backends import serve_state
-from rackwise.backends.base import ServeResult, serve
+from rackwise.backends import base, serve_state
+from rackwise.backends.base import BackendError, ServeResult, Snapshot, serve
 from rackwise.backends.fake import FakeBackend
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.engine.view import ClusterView
@@ -131,3 +131,41 @@ def test_a_crash_while_saving_leaves_the_previous_state_whole(
     monkeypatch.undo()
     restored = serve_state.load(state_file, policy)
     assert restored is not None and restored.known_active == {"a"}
+
+
+class Flaky:
+    """A fake backend whose controller does not answer ``observe`` on the given calls."""
+
+    def __init__(self, inner: FakeBackend, failing_calls: set[int]) -> None:
+        self.inner, self.failing_calls, self.calls = inner, failing_calls, 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def observe(self) -> Snapshot:
+        self.calls += 1
+        if self.calls in self.failing_calls:
+            raise BackendError("slurm_load_jobs error: Unable to contact slurm controller")
+        return self.inner.observe()
+
+
+def test_serve_rides_out_a_controller_that_stops_answering(
+        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    pauses: list[float] = []
+    monkeypatch.setattr(base.wallclock, "sleep", pauses.append)
+    expected = outcome(run(lambda: make_policy("tiresias"), None, None))
+    backend = Flaky(FakeBackend(TOPOLOGY, trace(), seed=2), failing_calls=set(range(5, 12)))
+    with caplog.at_level(logging.WARNING, logger="rackwise.serve"):
+        result = serve(backend, make_policy("tiresias"), poll_s=0.25 * H, seed=2)  # type: ignore[arg-type]
+    assert outcome(result) == expected  # nothing lost, nothing repeated, same decisions
+    assert pauses == [0.5, 1.0, 2.0, 4.0, 8.0, 10.0, 10.0]  # backing off, bounded
+    assert "answers again after 7 failed tries" in caplog.text
+
+
+def test_serve_gives_up_after_the_longest_outage_it_is_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = iter(range(0, 10**6, 5))
+    monkeypatch.setattr(base.wallclock, "sleep", lambda s: None)
+    monkeypatch.setattr(base.wallclock, "monotonic", lambda: float(next(clock)))
+    backend = Flaky(FakeBackend(TOPOLOGY, trace(), seed=2), failing_calls=set(range(3, 10**6)))
+    with pytest.raises(BackendError, match=r"has not answered for 60 s \(13 tries\)"):
+        serve(backend, make_policy("fifo"), poll_s=0.25 * H, max_outage_s=60)  # type: ignore[arg-type]
