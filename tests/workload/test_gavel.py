@@ -59,6 +59,17 @@ def test_reads_current_format(tmp_path: Path) -> None:
     assert workload.name == "jobs"
 
 
+def test_reads_ten_field_format_with_working_directory(tmp_path: Path) -> None:
+    # Gavel's generator now writes the working directory as a third field.
+    line = "\t".join(("ResNet-50 (batch size 64)", "python3 main.py", "image_classification",
+                      "--num_steps", "1", "2000", "4", "2", "-1.000000", "44"))
+    workload = read_gavel(_trace(tmp_path, line), throughputs_path=_throughputs(tmp_path))
+    job = workload[0]
+    assert (job.submit_time, job.n_gpus, job.duration_s) == (44.0, 4, pytest.approx(200.0))
+    assert job.total_iters == 2000.0
+    assert dict(job.tags) == {"priority_weight": "2", "slo": "-1.000000"}
+
+
 def test_reads_older_seven_field_format(tmp_path: Path) -> None:
     # job_type, command, num_steps_arg, needs_data_dir, total_steps, arrival_time, scale_factor
     line = "\t".join(("ResNet-50 (batch size 64)", CMD, "-n", "1", "2000", "44.0", "4"))

@@ -1,13 +1,15 @@
 """Read Gavel's tab-separated job traces (stanford-futuredata/gavel, ``scheduler/traces``).
 
-Each line is one job, no header. Current Gavel writes nine fields::
+Each line is one job, no header. Current Gavel (since it split the working
+directory from the command) writes ten fields::
 
-    job_type  command  num_steps_arg  needs_data_dir  total_steps
-    scale_factor  priority_weight  SLO  arrival_time
+    job_type  command  working_directory  num_steps_arg  needs_data_dir
+    total_steps  scale_factor  priority_weight  SLO  arrival_time
 
-and older traces seven (``job_type command num_steps_arg needs_data_dir
-total_steps arrival_time scale_factor``); both are accepted, told apart by
-the number of fields.
+earlier releases nine (the same without ``working_directory``), and older
+traces seven (``job_type command num_steps_arg needs_data_dir total_steps
+arrival_time scale_factor``); all three are accepted, told apart by the
+number of fields.
 
 A Gavel trace gives work in steps, not a duration. This reader derives the
 duration a job would take alone on ``worker_type`` GPUs (V100 by default):
@@ -30,10 +32,12 @@ from rackwise.errors import InputError
 from rackwise.workload.job import Job
 from rackwise.workload.workload import Workload
 
-_FIELDS_NOW = ("job_type", "command", "num_steps_arg", "needs_data_dir", "total_steps",
-               "scale_factor", "priority_weight", "SLO", "arrival_time")
+_FIELDS_NOW = ("job_type", "command", "working_directory", "num_steps_arg", "needs_data_dir",
+               "total_steps", "scale_factor", "priority_weight", "SLO", "arrival_time")
+_FIELDS_NINE = tuple(f for f in _FIELDS_NOW if f != "working_directory")
 _FIELDS_OLD = ("job_type", "command", "num_steps_arg", "needs_data_dir", "total_steps",
                "arrival_time", "scale_factor")
+_BY_COUNT = {len(f): f for f in (_FIELDS_NOW, _FIELDS_NINE, _FIELDS_OLD)}
 _log = logging.getLogger(__name__)
 _BATCH_SIZE = re.compile(r"\(batch size (\d+)\)")
 _KEY = re.compile(r"^\('(.*)', (\d+)\)$")
@@ -71,13 +75,12 @@ def read_gavel(path: str | Path, *, throughputs_path: str | Path | None = None,
         if not text.strip():
             continue
         parts = text.split("\t")
-        if len(parts) == len(_FIELDS_NOW):
-            row = dict(zip(_FIELDS_NOW, parts))
-        elif len(parts) == len(_FIELDS_OLD):
-            row = dict(zip(_FIELDS_OLD, parts))
-        else:
-            raise InputError(f"expected {len(_FIELDS_NOW)} (or {len(_FIELDS_OLD)}) tab-separated "
-                             f"fields, found {len(parts)}", source=source, line=line_no)
+        fields = _BY_COUNT.get(len(parts))
+        if fields is None:
+            raise InputError(f"expected {len(_FIELDS_NOW)}, {len(_FIELDS_NINE)} or "
+                             f"{len(_FIELDS_OLD)} tab-separated fields, found {len(parts)}",
+                             source=source, line=line_no)
+        row = dict(zip(fields, parts))
         n_read += 1
         try:
             jobs.append(_job(row, str(n_read - 1), throughputs, worker_type, source, line_no))

@@ -1,0 +1,81 @@
+"""benchmarks/bench_gavel_compare.py without Gavel: its skip path and its helpers."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_gavel_compare.py"
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bench_gavel_compare", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclass looks the module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_skips_without_gavel(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0
+    assert done.stdout.strip() == "skip: Gavel comparison needs --gavel-checkout and --gavel-python"
+    missing = tmp_path / "nowhere"
+    done = subprocess.run([sys.executable, str(SCRIPT), "--gavel-checkout", str(missing),
+                           "--gavel-python", sys.executable], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0
+    assert done.stdout.count("\n") == 1 and done.stdout.startswith(f"skip: no Gavel checkout at {missing}")
+
+
+def test_skip_reason_names_a_missing_python(bench: ModuleType, tmp_path: Path) -> None:
+    (tmp_path / "scheduler").mkdir()
+    (tmp_path / "scheduler" / "scheduler.py").write_text("", encoding="utf-8")
+    assert bench.skip_reason(str(tmp_path), sys.executable) is None
+    assert bench.skip_reason(str(tmp_path), str(tmp_path / "python")) == \
+        f"skip: no Gavel Python at {tmp_path / 'python'}"
+
+
+def test_parse_gavel_jcts(bench: ModuleType) -> None:
+    stdout = ("Total duration: 900.000 seconds (0.25 hours)\nJob completion times:\n"
+              "Job 0: 3600.774\nJob 2 (high priority): 120.5\nJob 1 is not a figure\n"
+              "Average job completion time: 1860.637 seconds (0.52 hours)\n")
+    assert bench.parse_gavel_jcts(stdout) == {"0": 3600.774, "2": 120.5}
+
+
+def test_compare_uses_jobs_both_completed(bench: ModuleType, tmp_path: Path) -> None:
+    trace = tmp_path / "t.trace"
+    trace.write_text("A\tcmd\twd\t-n\t1\t10\t1\t1\t-1.000000\t0\n"
+                     "B\tcmd\twd\t-n\t1\t10\t1\t1\t-1.000000\t360\n"
+                     "C\tcmd\twd\t-n\t1\t10\t1\t1\t-1.000000\t720\n", encoding="utf-8")
+    arrivals = bench.trace_arrivals(trace)
+    assert arrivals == {"0": 0.0, "1": 360.0, "2": 720.0}
+    # Gavel dropped job 2; rackwise finished it, but it is left out of both figures.
+    gavel = {"0": 3600.0, "1": 7200.0}
+    rackwise = {"0": 7200.0, "1": 3600.0, "2": 36000.0}
+    figures = bench.compare(gavel, rackwise, arrivals)
+    assert figures["n_jobs"] == 2
+    assert figures["gavel_jct_h"] == pytest.approx(1.5)
+    assert figures["rackwise_jct_h"] == pytest.approx(1.5)
+    assert figures["gavel_makespan_h"] == pytest.approx(2.1)  # job 1: 360 s + 7200 s
+    assert figures["rackwise_makespan_h"] == pytest.approx(2.0)  # job 0: 7200 s
+    with pytest.raises(ValueError, match="no job in common"):
+        bench.compare({"0": 1.0}, {"1": 1.0}, arrivals)
+
+
+def test_table_has_a_row_per_result(bench: ModuleType) -> None:
+    row = {"case": "c", "policy": "fifo/fifo", "physics": "gavel", "n_jobs": 2.0,
+           "gavel_jct_h": 2.0, "rackwise_jct_h": 1.0, "gavel_makespan_h": 4.0,
+           "rackwise_makespan_h": 5.0, "gavel_wall_s": 10.0, "rackwise_wall_s": 2.0}
+    lines = bench.table([row]).splitlines()
+    assert len(lines) == 3
+    cells = [cell.strip() for cell in lines[2].split("|")]
+    assert cells == ["c", "fifo/fifo", "gavel", "2", "2.00", "1.00", "0.500", "4.00", "5.00",
+                     "1.250", "10.0", "2.0", "5.00"]
