@@ -49,6 +49,9 @@ def test_metrics_endpoint_reports_the_loop() -> None:
     assert values["rackwise_finished_workloads_total"] == 3
     assert values["rackwise_preempted_workloads_total"] == 0
     assert values["rackwise_gpus_total"] == 4
+    assert values["rackwise_controller_errors_consecutive"] == 0
+    assert values["rackwise_last_successful_poll_timestamp_seconds"] > 0
+    assert values["rackwise_controller_outages_recovered"] == 0
     assert values["rackwise_pending_workloads"] == 0
     assert values["rackwise_admission_attempt_duration_seconds_count"] == len(seen)
     # b waited from t=1 until a finished at t=100; c from t=2 until b finished at t=150.

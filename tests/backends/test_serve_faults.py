@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import pickle
 from collections.abc import Callable
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 from rackwise.backends import base, serve_state
-from rackwise.backends.base import BackendError, ServeResult, Snapshot, serve
+from rackwise.backends.base import BackendError, ServeHealth, ServeResult, Snapshot, serve
 from rackwise.backends.fake import FakeBackend
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.engine.view import ClusterView
@@ -169,3 +170,40 @@ def test_serve_gives_up_after_the_longest_outage_it_is_allowed(monkeypatch: pyte
     backend = Flaky(FakeBackend(TOPOLOGY, trace(), seed=2), failing_calls=set(range(3, 10**6)))
     with pytest.raises(BackendError, match=r"has not answered for 60 s \(13 tries\)"):
         serve(backend, make_policy("fifo"), poll_s=0.25 * H, max_outage_s=60)  # type: ignore[arg-type]
+
+
+class HealthLog:
+    """Keeps a copy of every health report."""
+
+    def __init__(self) -> None:
+        self.reports: list[ServeHealth] = []
+
+    def observe_round(self, *args: object) -> None:
+        pass
+
+    def observe_health(self, health: ServeHealth) -> None:
+        self.reports.append(dataclasses.replace(health))
+
+
+def test_health_counts_failed_reads_outages_restarts_and_adopted_jobs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(base.wallclock, "sleep", lambda s: None)
+    state_file, watch = tmp_path / "serve.state", HealthLog()
+    backend = Flaky(FakeBackend(TOPOLOGY, trace(), seed=2), failing_calls={4, 5, 6})
+    serve(backend, make_policy("tiresias"), poll_s=0.25 * H, state_file=state_file,  # type: ignore[arg-type]
+          observers=[watch], should_stop=stop_after(12))
+    assert [r.consecutive_errors for r in watch.reports if r.consecutive_errors] == [1, 2, 3]
+    last = watch.reports[-1]
+    assert (last.consecutive_errors, last.outages_recovered, last.restarts_recovered) == (0, 1, 0)
+    assert last.last_poll_wall > 0 and last.jobs_adopted == 0
+
+    again = HealthLog()  # the same policy from its state file: nothing to adopt
+    serve(backend, make_policy("tiresias"), poll_s=0.25 * H, state_file=state_file,  # type: ignore[arg-type]
+          observers=[again], should_stop=stop_after(1))
+    assert (again.reports[-1].restarts_recovered, again.reports[-1].jobs_adopted) == (1, 0)
+    running = len(backend.observe().view.running)
+    assert running > 0
+    fresh = HealthLog()  # no state file: every running job is adopted
+    serve(backend, make_policy("tiresias"), poll_s=0.25 * H, observers=[fresh],  # type: ignore[arg-type]
+          should_stop=stop_after(1))
+    assert (fresh.reports[-1].restarts_recovered, fresh.reports[-1].jobs_adopted) == (0, running)

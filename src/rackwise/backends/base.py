@@ -18,7 +18,7 @@ import time as wallclock
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Literal, Protocol
+from typing import ClassVar, Literal, Protocol, runtime_checkable
 
 from rackwise.backends import serve_state
 from rackwise.engine.checks import check_decisions
@@ -193,6 +193,24 @@ class RoundObserver(Protocol):
 
 
 @dataclass
+class ServeHealth:
+    """How the loop itself is doing: what an operator's alert watches."""
+
+    last_poll_wall: float = 0.0  # Unix time of the last read the cluster answered
+    consecutive_errors: int = 0  # reads failed since then
+    outages_recovered: int = 0  # spells of failed reads the cluster came back from
+    restarts_recovered: int = 0  # starts that went on from a state file
+    jobs_adopted: int = 0  # running jobs found on the cluster that this process did not start
+
+
+@runtime_checkable
+class HealthObserver(Protocol):
+    """An observer that is also told of the loop's health, after every read of the cluster."""
+
+    def observe_health(self, health: ServeHealth) -> None: ...
+
+
+@dataclass
 class ServeResult:
     """What one run of the loop did."""
 
@@ -240,7 +258,9 @@ def serve(backend: Backend, policy: Policy, *, poll_s: float | None = 1.0, seed:
         ServeStuckError: when jobs wait but nothing can happen any more.
         BackendError: the cluster did not answer for ``max_outage_s``.
     """
-    snapshot = _observe(backend, max_outage_s)
+    health = ServeHealth()
+    watchers = [observer for observer in observers if isinstance(observer, HealthObserver)]
+    snapshot = _observe(backend, max_outage_s, health, watchers)
     round_s = policy.capabilities.round_s
     restored = serve_state.load(state_file, policy) if state_file is not None else None
     if restored is None:
@@ -252,9 +272,13 @@ def serve(backend: Backend, policy: Policy, *, poll_s: float | None = 1.0, seed:
     else:
         state = restored
         policy = state.policy
+        health.restarts_recovered += 1
         log.info("restored %s's state from %s: %d active job(s) known", policy.name, state_file,
                  len(state.known_active))
     known_active, known_done = state.known_active, state.known_done
+    health.jobs_adopted = sum(job_id not in known_active for job_id in snapshot.view.running)
+    for watcher in watchers:
+        watcher.observe_health(health)
     applied: list[DecisionRecord] = []
     n_rounds = 0
     while True:
@@ -296,14 +320,15 @@ def serve(backend: Backend, policy: Policy, *, poll_s: float | None = 1.0, seed:
             raise ServeStuckError(
                 f"policy '{policy.name}' left {len(view.pending)} job(s) pending at t={now:.0f} s "
                 f"with nothing left to happen; it must start jobs that fit or ask for a timer")
-        snapshot = _observe(backend, max_outage_s)
+        snapshot = _observe(backend, max_outage_s, health, watchers)
 
 
 RETRY_FIRST_S = 0.5  # wall seconds before asking an unreachable cluster again ...
 RETRY_MAX_S = 10.0  # ... doubling up to this
 
 
-def _observe(backend: Backend, max_outage_s: float | None) -> Snapshot:
+def _observe(backend: Backend, max_outage_s: float | None, health: ServeHealth,
+             watchers: Sequence[HealthObserver]) -> Snapshot:
     """``backend.observe()``, asked again with bounded backoff while the cluster does not answer."""
     failures = 0
     first_failure = 0.0
@@ -315,6 +340,9 @@ def _observe(backend: Backend, max_outage_s: float | None) -> Snapshot:
             if failures == 0:
                 first_failure = now
             failures += 1
+            health.consecutive_errors = failures
+            for watcher in watchers:
+                watcher.observe_health(health)
             down_s = now - first_failure
             if max_outage_s is not None and down_s >= max_outage_s:
                 raise BackendError(f"the cluster has not answered for {down_s:.0f} s "
@@ -327,6 +355,11 @@ def _observe(backend: Backend, max_outage_s: float | None) -> Snapshot:
         if failures:
             log.warning("the cluster answers again after %d failed tries (%.1f s)", failures,
                         wallclock.monotonic() - first_failure)
+            health.outages_recovered += 1
+        health.consecutive_errors = 0
+        health.last_poll_wall = wallclock.time()
+        for watcher in watchers:
+            watcher.observe_health(health)
         return snapshot
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from rackwise.backends.base import Outcome, Snapshot
+from rackwise.backends.base import Outcome, ServeHealth, Snapshot
 from rackwise.errors import MissingExtraError
 from rackwise.policies.base import Decisions
 
@@ -36,7 +36,9 @@ class ServeMetrics:
     ``finished_workloads_total``, ``backend_errors_total{action}``,
     ``admission_attempt_duration_seconds`` (decision latency of
     ``policy.schedule``) and ``admission_wait_time_seconds`` (queueing before
-    each start).
+    each start); and the loop's health (`ServeHealth`): ``last_successful_poll_timestamp_seconds``,
+    ``controller_errors_consecutive``, ``controller_outages_recovered``,
+    ``serve_restarts_recovered`` and ``jobs_adopted``.
     """
 
     def __init__(self) -> None:
@@ -64,6 +66,18 @@ class ServeMetrics:
         self.wait = histogram("rackwise_admission_wait_time_seconds",
                               "Queueing time before a start, on the workload clock.",
                               buckets=_WAIT_BUCKETS_S, registry=reg)
+        self.last_poll = gauge("rackwise_last_successful_poll_timestamp_seconds",
+                               "Unix time of the last read the cluster answered.", registry=reg)
+        self.errors_now = gauge("rackwise_controller_errors_consecutive",
+                                "Reads of the cluster failed since the last one that answered.",
+                                registry=reg)
+        self.outages = gauge("rackwise_controller_outages_recovered",
+                             "Spells of failed reads the cluster came back from.", registry=reg)
+        self.restarts = gauge("rackwise_serve_restarts_recovered",
+                              "Starts of this serve that went on from its state file.", registry=reg)
+        self.adopted = gauge("rackwise_jobs_adopted",
+                             "Running jobs found on the cluster that this serve did not start.",
+                             registry=reg)
         self._seen_finished: set[str] = set()
         self._server: Any = None
         self._thread: Any = None
@@ -93,6 +107,13 @@ class ServeMetrics:
         new = set(snapshot.finished) - self._seen_finished
         self.finished.inc(len(new))
         self._seen_finished |= new
+
+    def observe_health(self, health: ServeHealth) -> None:
+        self.last_poll.set(health.last_poll_wall)
+        self.errors_now.set(health.consecutive_errors)
+        self.outages.set(health.outages_recovered)
+        self.restarts.set(health.restarts_recovered)
+        self.adopted.set(health.jobs_adopted)
 
     def start_http(self, port: int, addr: str = "127.0.0.1") -> int:
         """Serve ``/metrics`` on ``addr:port`` (port 0: any free one); return the port."""
