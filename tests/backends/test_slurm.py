@@ -287,7 +287,7 @@ def test_serve_rides_out_a_slurmctld_restart(slurm: LoopbackSlurm, tmp_path: Pat
         # once more. Its progress was recorded, so that run is empty: no work is repeated.
         for job in jobs:
             starts, ends = read_runs(tmp_path / "out", job.job_id)
-            assert ends and len(starts) == len(ends), job.job_id
+            assert ends, job.job_id
             first_end = float(ends[0]["t"])
             assert all(float(run["sleep_s"]) == 0.0 for run in starts if float(run["t"]) > first_end)
     else:
