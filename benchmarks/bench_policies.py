@@ -13,6 +13,7 @@ Two figures, each measured in a fresh process (so max RSS belongs to that run):
 
     python benchmarks/bench_policies.py decision
     python benchmarks/bench_policies.py speed --policies fifo,tiresias --traces philly_2017
+    python benchmarks/bench_policies.py speed --policies asrpt --traces philly_2017 --first-n 20000
 """
 
 from __future__ import annotations
@@ -35,15 +36,15 @@ def _rss_mib() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def speed(policy: str, trace: str) -> dict[str, object]:
-    """Simulate a whole trace under one policy."""
+def speed(policy: str, trace: str, first_n: int | None = None) -> dict[str, object]:
+    """Simulate a whole trace (or its first ``first_n`` jobs) under one policy."""
     from rackwise import traces
     from rackwise.cluster.topology import uniform_cluster
     from rackwise.policies.registry import make_policy
     from rackwise.sim.engine import Simulator
 
     topology = uniform_cluster(*SPEED_CLUSTERS[trace])
-    jobs = traces.load(trace).drop_oversized(topology.n_gpus)
+    jobs = traces.load(trace, first_n=first_n).drop_oversized(topology.n_gpus)
     wall, cpu = time.perf_counter(), time.process_time()
     result = Simulator(topology, jobs, make_policy(policy), seed=0).run()
     wall_s, cpu_s = time.perf_counter() - wall, time.process_time() - cpu
@@ -146,12 +147,13 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1_250)
     parser.add_argument("--busy-frac", type=float, default=0.9)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--first-n", type=int, default=None, help="speed: only the trace's first N jobs")
     args = parser.parse_args()
     common = provenance()
     for policy in args.policies.split(","):
         if args.figure == "speed":
             for trace in args.traces.split(","):
-                row = in_fresh_process("speed", (policy, trace), args.limit_s)
+                row = in_fresh_process("speed", (policy, trace, args.first_n), args.limit_s)
                 print(json.dumps({"figure": "speed", "policy": policy, "trace": trace, **row, **common}),
                       flush=True)
         else:
