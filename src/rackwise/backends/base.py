@@ -229,8 +229,9 @@ def serve(backend: Backend, policy: Policy, *, poll_s: float | None = 1.0, seed:
 
     Each round: observe; tell the policy of jobs seen finished and of jobs
     seen for the first time, in the simulator's order (`rackwise.engine.hooks`;
-    the first round after a restart sees every pending and running job
-    arrive); ``schedule``; check the decisions whole
+    the first round after a restart without a state file sees every pending
+    and running job arrive; a job the cluster moved against the policy's last
+    decisions finishes and arrives again); ``schedule``; check the decisions whole
     (`rackwise.engine.checks`); apply them; wait until the earliest of the
     next poll, the policy's ``wake_at``, the next arrival and the next round.
 
