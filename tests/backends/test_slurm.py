@@ -296,7 +296,8 @@ def test_serve_rides_out_a_slurmctld_restart(slurm: LoopbackSlurm, tmp_path: Pat
     assert all(used <= GPUS_PER_NODE for used in sampler.max_gpus.values())
 
 
-def test_killed_node_requeues_its_job_elsewhere(slurm: LoopbackSlurm, tmp_path: Path) -> None:
+@pytest.mark.parametrize("policy_name", ["fifo", "tiresias", "dally"])
+def test_killed_node_requeues_its_job_elsewhere(slurm: LoopbackSlurm, tmp_path: Path, policy_name: str) -> None:
     """A node crashes under a job: Slurm marks it down and requeues; rackwise restarts it."""
     jobs = [Job("a", 0.0, 4, 6 * H), Job("b", 0.1 * H, 2, 4 * H)]
     killed: list[str] = []
@@ -330,7 +331,7 @@ def test_killed_node_requeues_its_job_elsewhere(slurm: LoopbackSlurm, tmp_path: 
     submit_held(cli, jobs, time_scale=SCALE, output_dir=out)
     backend = SlurmBackend(cli=cli, poll_s=POLL_S)
     backend_names = list(backend.node_names)
-    result = serve(backend, make_policy("fifo"), poll_s=None, on_decision=on_decision,
+    result = serve(backend, make_policy(policy_name), poll_s=None, on_decision=on_decision,
                    observers=[DownWatcher()])
     records = {r.job_id: r for r in result.records}
     assert sorted(records) == ["a", "b"]
