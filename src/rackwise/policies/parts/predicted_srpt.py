@@ -227,8 +227,7 @@ class PredictedSrpt:
             ideal = self._place(view, self._empty, job, build_job_graph(job), 0.0, ideal=True)
             if ideal is None:
                 continue
-            rate = view.perf.rate(job, ideal.gpu_ids, {})
-            unit = 1.0 / rate if self._params.predict_target == "duration" and 0 < rate < math.inf else 1.0
+            unit = self._target_unit(view.perf.rate(job, ideal.gpu_ids, {}))
             learnt.append((self._predictor.features(job), job.total_iters * unit))
         self._predictor.observe_history(learnt)
         self._history = ()
@@ -295,9 +294,7 @@ class PredictedSrpt:
         assert ideal is not None  # the engine refuses jobs larger than the cluster
         rate = view.perf.rate(job, ideal.gpu_ids, {})
         per_iter = job.n_gpus / (rate * self._capacity_gpus) if rate > 0 else 0.0
-        tau = 1.0 / rate if 0 < rate < math.inf else 0.0
-        duration = self._params.predict_target == "duration" and tau > 0
-        unit = self._unit[job.job_id] = tau if duration else 1.0
+        unit = self._unit[job.job_id] = self._target_unit(rate)
         if self._params.predictor == "oracle":
             iters, source = job.total_iters, "oracle"
         else:
@@ -307,6 +304,12 @@ class PredictedSrpt:
         self._vm_s_per_iter[job.job_id] = per_iter
         self._estimate_iters[job.job_id] = iters
         self._vm.add(job.job_id, iters * per_iter, job.submit_time)
+
+    def _target_unit(self, ideal_rate: float) -> float:
+        """Prediction-target units per iteration: tau* (seconds on the ideal placement) or 1."""
+        if self._params.predict_target == "duration" and 0 < ideal_rate < math.inf:
+            return 1.0 / ideal_rate
+        return 1.0
 
     def _check_overruns(self, running: Mapping[str, JobState], now: float) -> None:
         """A job that ran past its prediction gets a larger one (the "adaptive" part).
