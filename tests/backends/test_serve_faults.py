@@ -207,3 +207,33 @@ def test_health_counts_failed_reads_outages_restarts_and_adopted_jobs(
     serve(backend, make_policy("tiresias"), poll_s=0.25 * H, observers=[fresh],  # type: ignore[arg-type]
           should_stop=stop_after(1))
     assert (fresh.reports[-1].restarts_recovered, fresh.reports[-1].jobs_adopted) == (0, running)
+
+
+class RefusingPreemptions:
+    """A fake backend whose controller refuses every preemption (and the starts it made room for)."""
+
+    def __init__(self, inner: FakeBackend) -> None:
+        self.inner, self.refused = inner, 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def apply(self, decisions: Decisions, snapshot: Snapshot) -> list[base.Outcome]:
+        if not decisions.preempt:
+            return self.inner.apply(decisions, snapshot)
+        self.refused += 1
+        return [base.Outcome(action, job_id, False, detail="Job is pending execution")
+                for action, job_id in [*(("preempt", j) for j in decisions.preempt),
+                                       *(("start", s.job_id) for s in decisions.start)]]
+
+
+def test_a_refused_preemption_with_a_promotion_due_is_announced_again_not_promoted() -> None:
+    """Tiresias preempts a demoted job whose promotion is due at once (knob 0); the cluster keeps
+    it running, so serve announces it again: the promotion belongs to the job it forgot."""
+    jobs = [Job("j1", submit_time=0.0, n_gpus=1, duration_s=2 * H),
+            Job("j2", submit_time=0.5 * H, n_gpus=1, duration_s=H)]
+    backend = RefusingPreemptions(FakeBackend(uniform_cluster(1, 1, 1), jobs))
+    policy = make_policy("tiresias", queue_limits_gpu_s=(600.0,), promote_knob=0.0)
+    result = serve(backend, policy, poll_s=0.25 * H)  # type: ignore[arg-type]
+    assert backend.refused > 0
+    assert sorted(r.job_id for r in result.records) == ["j1", "j2"]

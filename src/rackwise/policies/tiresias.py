@@ -138,6 +138,8 @@ class Tiresias(BasePolicy):
             if self.promote_at_.get(job_id) == at:
                 due.append(job_id)
         for job_id in due:
+            if job_id not in self.promote_at_:
+                continue  # it left since (finished, or announced again by a live driver)
             state = view.pending[job_id]
             del self.promote_at_[job_id]
             self.pending_.discard(job_id)
