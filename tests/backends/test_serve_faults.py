@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import pickle
+import random
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ from rackwise.backends.fake import FakeBackend
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.engine.view import ClusterView
 from rackwise.policies.base import BasePolicy, Decisions, Start
-from rackwise.policies.registry import make_policy
+from rackwise.policies.registry import all_policies, make_policy
 from rackwise.workload.job import Job
 
 H = 3600.0
@@ -209,17 +210,18 @@ def test_health_counts_failed_reads_outages_restarts_and_adopted_jobs(
     assert (fresh.reports[-1].restarts_recovered, fresh.reports[-1].jobs_adopted) == (0, running)
 
 
-class RefusingPreemptions:
-    """A fake backend whose controller refuses every preemption (and the starts it made room for)."""
 
-    def __init__(self, inner: FakeBackend) -> None:
-        self.inner, self.refused = inner, 0
+class Refusing:
+    """A fake backend whose controller refuses whole rounds of decisions when ``refuses`` says so."""
+
+    def __init__(self, inner: FakeBackend, refuses: Callable[[Decisions], bool]) -> None:
+        self.inner, self.refuses, self.refused = inner, refuses, 0
 
     def __getattr__(self, name: str) -> object:
         return getattr(self.inner, name)
 
     def apply(self, decisions: Decisions, snapshot: Snapshot) -> list[base.Outcome]:
-        if not decisions.preempt:
+        if not self.refuses(decisions):
             return self.inner.apply(decisions, snapshot)
         self.refused += 1
         return [base.Outcome(action, job_id, False, detail="Job is pending execution")
@@ -232,8 +234,19 @@ def test_a_refused_preemption_with_a_promotion_due_is_announced_again_not_promot
     it running, so serve announces it again: the promotion belongs to the job it forgot."""
     jobs = [Job("j1", submit_time=0.0, n_gpus=1, duration_s=2 * H),
             Job("j2", submit_time=0.5 * H, n_gpus=1, duration_s=H)]
-    backend = RefusingPreemptions(FakeBackend(uniform_cluster(1, 1, 1), jobs))
+    backend = Refusing(FakeBackend(uniform_cluster(1, 1, 1), jobs), lambda d: bool(d.preempt))
     policy = make_policy("tiresias", queue_limits_gpu_s=(600.0,), promote_knob=0.0)
     result = serve(backend, policy, poll_s=0.25 * H)  # type: ignore[arg-type]
     assert backend.refused > 0
     assert sorted(r.job_id for r in result.records) == ["j1", "j2"]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("name", sorted(set(all_policies()) - {"hadare"}))  # hadare forks: sim only
+def test_every_policy_finishes_every_job_when_the_cluster_refuses_rounds_at_random(
+        name: str, seed: int) -> None:
+    coin = random.Random(seed)
+    backend = Refusing(FakeBackend(TOPOLOGY, trace(), seed=2), lambda d: coin.random() < 0.4)
+    result = serve(backend, make_policy(name), poll_s=0.25 * H, seed=2)  # type: ignore[arg-type]
+    assert backend.refused > 0
+    assert sorted(r.job_id for r in result.records) == sorted(job.job_id for job in trace())
