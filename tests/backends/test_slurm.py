@@ -344,6 +344,12 @@ def test_killed_node_requeues_its_job_elsewhere(slurm: LoopbackSlurm, tmp_path: 
     assert records["a"].n_preemptions == 1
     starts, ends = read_runs(out, "a")
     assert len(ends) == 1 and len(starts) == 2 and starts[1]["node"] != killed[0]
+    # The crash threw away the first run's progress: it ran from its start (the node died
+    # 0.5 trace hours in) until Slurm gave up on the node, and the second run did it all again.
+    a = records["a"]
+    assert 0.5 * H <= a.lost_s <= a_starts[1].now - a_starts[0].now
+    assert a.run_time_s >= a.lost_s + 0.9 * a.duration_s
+    assert records["b"].lost_s == 0.0
 
 
 class RefusingCli(SlurmCli):

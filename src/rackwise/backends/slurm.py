@@ -254,9 +254,11 @@ class SlurmBackend:
         """Take back jobs Slurm requeued, and starts that did not happen in time."""
         for m in managed.values():
             if m.kind == "requeued":
-                log.warning("job %s (Slurm %d) was requeued by Slurm (%s); holding it for the "
-                            "policy", m.job.job_id, m.slurm_id, m.raw.get("state_reason"))
-                self._hold(m, now)
+                lost_s = self._lost_run_s(m, now)
+                log.warning("job %s (Slurm %d) was requeued by Slurm (%s), losing %.0f s of its "
+                            "last run; holding it for the policy", m.job.job_id, m.slurm_id,
+                            m.raw.get("state_reason"), lost_s)
+                self._hold(m, now, lost_s=float_tag(m.tags, "lost_s", 0.0) + lost_s)
             elif m.kind == "starting":
                 released = self._released.setdefault(m.slurm_id, wall)
                 if wall - released > self.start_timeout_s:
@@ -268,10 +270,20 @@ class SlurmBackend:
                 start = self._estimate_run_start(m, wall)
                 self._set_tags(m, first_s=start)
 
-    def _hold(self, m: _Managed, now: float) -> None:
+    def _lost_run_s(self, m: _Managed, now: float) -> float:
+        """The run a failure ended: its progress since the last checkpoint (the last
+        preemption, which records ``run_s``) is lost. It ran until the failure was seen."""
+        start = self._run_start.get((m.slurm_id, int(float_tag(m.tags, "rc", m.restart_cnt - 1))))
+        if start is None:  # it started and failed while no driver watched
+            log.warning("job %s: the run a failure ended was never seen; its lost time is "
+                        "not counted", m.job.job_id)
+            return 0.0
+        return max(0.0, now - start)
+
+    def _hold(self, m: _Managed, now: float, **tags: float) -> None:
         try:
             self.cli.run(["scontrol", "hold", str(m.slurm_id)])
-            self._set_tags(m, queued_s=now)
+            self._set_tags(m, queued_s=now, **tags)
         except SlurmCommandError as exc:
             log.error("cannot hold job %s: %s", m.job.job_id, exc)
             return
@@ -483,7 +495,8 @@ class SlurmBackend:
                 m.raw.get("end_time"), previous is not None and previous[0] != "finished", wall))
             finish = max(finish, run_start)
             prior_s = float_tag(m.tags, "run_s", 0.0)
-            run_time = prior_s + finish - run_start
+            lost_s = float_tag(m.tags, "lost_s", 0.0)
+            run_time = prior_s + lost_s + finish - run_start
             first = float_tag(m.tags, "first_s", run_start)
             hosts = self.cli.hostnames(str(m.raw.get("nodes") or "")) if m.raw.get("nodes") else []
             racks = {self.topology.nodes[self._node_id[h]].rack_id for h in hosts if h in self._node_id}
@@ -493,7 +506,8 @@ class SlurmBackend:
                 submit_time=m.job.submit_time, first_start=first, finish_time=finish, jct_s=jct,
                 queueing_delay_s=jct - run_time, run_time_s=run_time, overhead_s=0.0,
                 gpu_s=run_time * m.job.n_gpus, n_preemptions=m.restart_cnt, n_nodes=len(hosts),
-                n_racks=len(racks), duration_s=m.job.duration_s, total_iters=m.job.total_iters)
+                n_racks=len(racks), duration_s=m.job.duration_s, total_iters=m.job.total_iters,
+                lost_s=lost_s)
             self._records[m.job.job_id] = record
         state = JobState(m.job)
         state.status = Status.FINISHED

@@ -9,6 +9,8 @@ what it must remember about a job lives in the job's Slurm comment, as
 - ``submit_s``, ``duration_s``: from the trace (a replay); ``t0`` and
   ``scale``: the wall-clock instant of workload second 0 and the speed-up;
 - ``run_s``: time held over finished runs (set at each preemption);
+- ``lost_s``: time held over runs a failure ended (a node died under the job),
+  whose progress since the last preemption was lost;
 - ``queued_s``: when the job last re-entered the queue;
 - ``first_s``: when it first ran;
 - ``rc``: Slurm's restart count when rackwise last released it, which tells a

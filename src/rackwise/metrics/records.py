@@ -28,6 +28,7 @@ class JobRecord:
     total_iters: float
     comm_s: float = 0.0  # seconds communicating (0 unless the performance model tracks it)
     comm_extra_s: float = 0.0  # of which beyond a fully consolidated placement
+    lost_s: float = 0.0  # run time whose progress a failure threw away (in run_time_s)
 
     @classmethod
     def columns(cls) -> list[str]:

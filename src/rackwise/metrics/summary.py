@@ -72,4 +72,7 @@ def summarize(records: Sequence[JobRecord], timeline: Timeline, n_gpus: int) -> 
             sum(c * r.n_gpus for c, r in zip(comm, records)) / 3600.0)
         summary["comm_extra_gpu_hours"] = float(
             sum(getattr(r, "comm_extra_s", 0.0) * r.n_gpus for r in records) / 3600.0)
+    lost = [r.lost_s * r.n_gpus for r in records if r.lost_s]
+    if lost:
+        summary["lost_gpu_hours"] = float(sum(lost) / 3600.0)
     return summary
