@@ -39,6 +39,9 @@ def slurm(slurm_cluster: LoopbackSlurm) -> Iterator[LoopbackSlurm]:
 
 def _restore(cluster: LoopbackSlurm) -> None:
     cluster.cancel_all()
+    if any(cluster.gpus_counted_used().values()):
+        # Slurm's GPU accounting kept GPUs of a requeued job; only a restart rebuilds it.
+        cluster.restart_controller(down_s=0.0)
     for name in NODES:
         if name not in cluster.slurmd or cluster.slurmd[name].poll() is not None:
             cluster.start_node(name)

@@ -20,6 +20,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from rackwise.backends.slurm_cli import gpu_count
+
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 NODES = ("node1", "node2", "node3", "node4")
 GPUS_PER_NODE = 4
@@ -137,6 +139,11 @@ class LoopbackSlurm:
     def node_states(self) -> dict[str, str]:
         out = self.run(["sinfo", "-h", "-N", "-o", "%N %t"], check=False, timeout_s=5).stdout
         return dict(line.split() for line in out.splitlines() if line.strip())
+
+    def gpus_counted_used(self) -> dict[str, int]:
+        """GPUs slurmctld counts as in use, by node."""
+        lines = self.run(["sinfo", "-h", "-N", "-O", "NodeList:30,GresUsed:80"]).stdout.splitlines()
+        return {name: gpu_count(used) for name, used in (line.split(None, 1) for line in lines)}
 
     def wait_idle(self, names: tuple[str, ...] | list[str], timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s

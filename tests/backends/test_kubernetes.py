@@ -329,3 +329,48 @@ def test_an_unreachable_api_server_is_a_backend_error() -> None:
             api.nodes()
     finally:
         api.close()
+
+
+class Crash(BaseException):
+    """Stands in for a SIGKILL of serve: nothing below it catches it."""
+
+
+def test_a_serve_killed_between_the_bindings_of_a_gang_is_recovered_by_the_next() -> None:
+    """The first serve dies after binding one pod of a two-pod gang. A new serve, with a
+    new backend (nothing remembered), finds the gang half bound, deletes the bound pod so
+    its controller recreates it, and places the gang whole; no node is over-committed and
+    every job finishes once."""
+    with FakeApiServer(delete_grace_s=0.1) as server:
+        server.add_node("n1", 4)
+        server.add_node("n2", 4)
+        for index in range(2):
+            server.add_pod(f"g-{index}", 2, job="g", size=2, run_s=0.3, recreate=True)
+        server.add_pod("s-0", 4, job="s", size=1, run_s=0.3)
+        first = KubernetesBackend(api=KubeApi(host=server.url, timeout_s=5), poll_s=POLL_S)
+        bind = first.api.bind
+
+        def bind_then_die(namespace: str, name: str, node: str) -> None:
+            if server.bindings:
+                raise Crash
+            bind(namespace, name, node)
+
+        first.api.bind = bind_then_die  # type: ignore[method-assign]
+        try:
+            with pytest.raises(Crash):
+                serve(first, make_policy("fifo"), poll_s=POLL_S)
+        finally:
+            first.close()
+        assert bound_pods(server) == ["g-0"]
+        second = KubernetesBackend(api=KubeApi(host=server.url, timeout_s=5), poll_s=POLL_S)
+        deadline = time.monotonic() + 30
+        try:
+            result = serve(second, make_policy("fifo"), poll_s=POLL_S,
+                           should_stop=lambda: time.monotonic() > deadline)
+        finally:
+            second.close()
+        assert result.stopped_idle and server.violations == []
+        assert server.deletions == [("default", "g-0")]
+        assert sorted(bound_pods(server)) == ["g-0", "g-0-r1", "g-1", "s-0"]
+        records = {r.job_id: r for r in result.records}
+        assert sorted(records) == ["default/g", "default/s"]
+        assert records["default/g"].n_preemptions == 1

@@ -17,11 +17,15 @@ import pytest
 from rackwise.backends import base, serve_state
 from rackwise.backends.base import BackendError, ServeHealth, ServeResult, Snapshot, serve
 from rackwise.backends.fake import FakeBackend
+from rackwise.cluster.allocation import Allocation
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.engine.view import ClusterView
+from rackwise.metrics.records import JobRecord
+from rackwise.perf.base import IdealPerf
 from rackwise.policies.base import BasePolicy, Decisions, Start
 from rackwise.policies.registry import all_policies, make_policy
 from rackwise.workload.job import Job
+from rackwise.workload.state import JobState
 
 H = 3600.0
 TOPOLOGY = uniform_cluster(4, 4, 2)
@@ -250,3 +254,37 @@ def test_every_policy_finishes_every_job_when_the_cluster_refuses_rounds_at_rand
     result = serve(backend, make_policy(name), poll_s=0.25 * H, seed=2)  # type: ignore[arg-type]
     assert backend.refused > 0
     assert sorted(r.job_id for r in result.records) == sorted(job.job_id for job in trace())
+
+
+class Scripted:
+    """A backend that shows a fixed series of pending queues, one per round, at set instants."""
+
+    def __init__(self, rounds: list[tuple[float, list[Job], dict[str, base.FailedJob]]]) -> None:
+        self.topology = uniform_cluster(1, 4, 1)
+        self.rounds, self.index = rounds, 0
+
+    def observe(self) -> Snapshot:
+        now, pending, failed = self.rounds[self.index]
+        view = ClusterView(self.topology, Allocation(self.topology),
+                           {job.job_id: JobState(job) for job in pending}, {}, IdealPerf())
+        return Snapshot(now=now, view=view, failed=failed)
+
+    def apply(self, decisions: Decisions, snapshot: Snapshot) -> list[base.Outcome]:
+        return [base.Outcome("start", start.job_id, True) for start in decisions.start]
+
+    def wait(self, deadline: float) -> bool:
+        self.index += 1
+        return self.index < len(self.rounds)
+
+    def records(self) -> list[JobRecord]:
+        return []
+
+
+def test_a_job_the_cluster_fails_leaves_the_policy_as_a_finished_job_does() -> None:
+    """Tiresias starts a and arms its demotion; the cluster then fails a, and later b. The
+    policy is told each left (else it would demote a job it no longer sees)."""
+    a, b = Job("a", 0.0, 4, 4 * H), Job("b", 0.0, 4, H)
+    failed = {job.job_id: base.FailedJob(job, "NODE_FAIL") for job in (a, b)}
+    backend = Scripted([(0.0, [a], {}), (2 * H, [b], {"a": failed["a"]}), (3 * H, [], failed)])
+    result = serve(backend, make_policy("tiresias"), poll_s=H)  # type: ignore[arg-type]
+    assert [(d.now, d.job_id) for d in result.decisions] == [(0.0, "a"), (2 * H, "b")]

@@ -103,3 +103,37 @@ def test_jobs_of_an_earlier_window_are_told_apart_by_their_t0_tag() -> None:
     untagged = {**raw(3, "user", t0, "CANCELLED"), "comment": "rackwise;job=user;gpus=1"}
     chosen = backend.classify([left_over, ours, untagged], now=3600.0)
     assert sorted(chosen) == ["new", "user"]  # untagged: its end time decides, within the second
+
+
+class ListingCli(SlurmCli):
+    """Answers squeue and sinfo from lists the test sets; runs nothing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.raw_jobs: list[dict[str, object]] = []
+        self.raw_nodes: list[dict[str, object]] = []
+
+    def jobs(self) -> list[dict[str, object]]:  # type: ignore[override]
+        return self.raw_jobs
+
+    def nodes(self) -> list[dict[str, object]]:  # type: ignore[override]
+        return self.raw_nodes
+
+
+def test_gpus_slurm_counts_used_that_no_job_holds_are_left_out_from_the_second_poll() -> None:
+    """Slurm's GPU accounting can keep a requeued job's GPUs; a policy must not count on them.
+    One poll's surplus may be a job started between squeue and sinfo, so it waits a poll."""
+    from rackwise.backends.slurm import SlurmBackend
+    from rackwise.cluster.topology import uniform_cluster
+
+    cli = ListingCli()
+    backend = SlurmBackend(cli=cli, topology=uniform_cluster(2, gpus_per_node=4),
+                           node_names=("n1", "n2"), t0=0.0, time_scale=1.0, clock=lambda: 10.0)
+    cli.raw_nodes = [{"name": "n1", "state": "idle", "gres_used": "gpu:3(IDX:0-2)"},
+                     {"name": "n2", "state": "idle", "gres_used": "gpu:0"}]
+    assert backend.observe().view.n_free == 8
+    view = backend.observe().view
+    assert (view.free_in_node(0), view.free_in_node(1)) == (1, 4)
+    assert {view.owner_of(g) for g in range(3)} == {"!unaccounted:n1"}
+    cli.raw_nodes[0]["gres_used"] = "gpu:0"  # slurmctld restarted: the count is right again
+    assert backend.observe().view.n_free == 8

@@ -47,6 +47,14 @@ class ServeStuckError(RackwiseError):
 
 
 @dataclass(frozen=True, slots=True)
+class FailedJob:
+    """A job the cluster manager gave up on, and why (one line)."""
+
+    job: Job
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """What a backend saw at one instant.
 
@@ -57,8 +65,7 @@ class Snapshot:
             backend does not manage) are held by pseudo-owners whose names
             start with ``"!"``; they appear in no job table.
         finished: Jobs that completed, by id.
-        failed: Jobs the cluster manager gave up on (cancelled, failed), by id,
-            with the reason.
+        failed: Jobs the cluster manager gave up on (cancelled, failed), by id.
         n_waiting: Jobs known to the backend that are not yet submitted on
             the workload clock (a trace replay).
         next_arrival: When the next of those is submitted (inf if none).
@@ -67,7 +74,7 @@ class Snapshot:
     now: float
     view: ClusterView
     finished: Mapping[str, JobState] = field(default_factory=dict)
-    failed: Mapping[str, str] = field(default_factory=dict)
+    failed: Mapping[str, FailedJob] = field(default_factory=dict)
     n_waiting: int = 0
     next_arrival: float = INF
 
@@ -377,8 +384,11 @@ def _call_hooks(policy: Policy, snapshot: Snapshot, known_active: set[str],
     for job_id in sorted(snapshot.failed):
         if job_id not in known_done:
             known_done.add(job_id)
-            known_active.discard(job_id)
-            log.warning("job %s failed on the cluster: %s", job_id, snapshot.failed[job_id])
+            failure = snapshot.failed[job_id]
+            log.warning("job %s failed on the cluster: %s", job_id, failure.reason)
+            if job_id in known_active:  # the policy forgets it as it forgets a finished job
+                known_active.discard(job_id)
+                completed.append(failure.job)
     arrived: list[Job] = []
     view = snapshot.view
     for table in (view.running, view.pending):

@@ -23,7 +23,9 @@ that needs those GPUs is refused for that round and tried again.
 
 A rollback after a failed binding deletes the pods already bound, so a
 gang is never left half placed: it waits until its controller has
-recreated them. Bare pods (no controller) do not come back.
+recreated them. A gang found half bound (a serve that stopped between
+bindings, a replaced pod of a running gang) is rolled back the same way.
+Bare pods (no controller) do not come back.
 
 The workload clock: ``now = (wall - t0) * time_scale``; ``t0`` is when the
 backend was made unless given.
@@ -38,7 +40,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from rackwise.backends.base import INF, Outcome, Snapshot
+from rackwise.backends.base import INF, FailedJob, Outcome, Snapshot
 from rackwise.backends.kubernetes_api import KubeApi, KubeApiError
 from rackwise.backends.kubernetes_objects import (
     DURATION_KEY,
@@ -147,11 +149,10 @@ class KubernetesBackend:
         self._run_start: dict[str, float] = {}
         self._run_s: dict[str, float] = {}
         self._n_preemptions: dict[str, int] = {}
-        self._preempted: dict[str, float] = {}  # job -> wall time of its preemption
+        self._preempted: dict[str, tuple[float, Job]] = {}  # job -> wall time of its preemption
         self._intended: dict[str, tuple[int, ...]] = {}
         self._records: dict[str, JobRecord] = {}
-        self._failed: dict[str, str] = {}
-        self._warned: set[str] = set()
+        self._failed: dict[str, FailedJob] = {}
         self._current: dict[str, _Tracked] = {}
 
     def close(self) -> None:
@@ -186,29 +187,33 @@ class KubernetesBackend:
             kind, pods = self._kind(gang, wall)
             job = self._job(gang, pods or gang.pods, now)
             if kind in ("pending", "running") and job.n_gpus == 0:
-                self._fail(job_id, f"its pods ask for no {self.gpu_resource}; rackwise places "
+                self._fail(job, f"its pods ask for no {self.gpu_resource}; rackwise places "
                                    f"GPU pods only")
                 continue
             if kind == "failed":
-                self._fail(job_id, self._failure(gang))
+                self._fail(job, self._failure(gang))
+                continue
+            if kind == "split":
+                self._undo_split(job, pods, len(gang.active), now)
+                tracked[job_id] = _Tracked(None, job, "waiting", [])
                 continue
             if kind in ("pending", "running"):
                 self._preempted.pop(job_id, None)
             tracked[job_id] = _Tracked(gang, job, kind, pods)
-        for job_id, preempted_wall in list(self._preempted.items()):
+        for job_id, (preempted_wall, job) in list(self._preempted.items()):
             if job_id in tracked or job_id in self._failed:
                 continue
             previous = self._current.get(job_id)
             if wall - preempted_wall > self.recreate_timeout_s or previous is None:
                 self._preempted.pop(job_id)
-                self._fail(job_id, f"its pods were not recreated within "
-                                   f"{self.recreate_timeout_s:g} s of its preemption")
+                self._fail(job, f"its pods were not recreated within "
+                                f"{self.recreate_timeout_s:g} s of its preemption")
             else:
                 tracked[job_id] = _Tracked(None, previous.job, "waiting", [])
         for job_id, previous in self._current.items():
             if previous.kind == "running" and job_id not in tracked and job_id not in self._records \
                     and job_id not in self._failed:
-                self._fail(job_id, "its pods were deleted while it ran")
+                self._fail(previous.job, "its pods were deleted while it ran")
         return tracked
 
     def _kind(self, gang: Gang, wall: float) -> tuple[str, list[Pod]]:
@@ -220,12 +225,7 @@ class KubernetesBackend:
         if gang.job_id in self._preempted and dying:
             return "draining", dying
         if placed:
-            if len(placed) < len(active) and gang.job_id not in self._warned:
-                self._warned.add(gang.job_id)
-                log.warning("job %s has %d of %d pods bound; rackwise does not re-bind a "
-                            "replacement pod of a running gang", gang.job_id, len(placed),
-                            len(active))
-            return "running", placed
+            return ("split" if len(placed) < len(active) else "running"), placed
         if active:
             return ("pending" if len(active) >= gang.size else "waiting"), active
         if dying or gang.job_id in self._preempted:
@@ -245,10 +245,11 @@ class KubernetesBackend:
                 return f"pod {'/'.join(pod_key(pod))} failed ({why})"
         return "a pod failed"
 
-    def _fail(self, job_id: str, reason: str) -> None:
+    def _fail(self, job: Job, reason: str) -> None:
+        job_id = job.job_id
         if job_id not in self._failed:
             log.warning("job %s failed: %s", job_id, reason)
-            self._failed[job_id] = reason
+            self._failed[job_id] = FailedJob(job, reason)
 
     def _job(self, gang: Gang, pods: list[Pod], now: float) -> Job:
         if gang.job_id not in self._submit:
@@ -442,7 +443,7 @@ class KubernetesBackend:
         self._run_s[job_id] = self._run_s.get(job_id, 0.0) + max(0.0, now - run_start)
         self._n_preemptions[job_id] = self._n_preemptions.get(job_id, 0) + 1
         self._queued[job_id] = now
-        self._preempted[job_id] = self._clock()
+        self._preempted[job_id] = (self._clock(), t.job)
         self._intended.pop(job_id, None)
         t.kind = "draining"
         if errors:
@@ -487,6 +488,29 @@ class KubernetesBackend:
         t.kind = "running"
         return Outcome("start", job_id, True, nodes=tuple(sorted(set(chosen),
                                                                  key=self._node_id.__getitem__)))
+
+    def _undo_split(self, job: Job, placed: list[Pod], n_active: int, now: float) -> None:
+        """Delete the bound pods of a gang found only partly bound, so it is placed whole.
+
+        A scheduler stopped between the bindings of one gang leaves it so (a
+        restarted serve finds it), as does a pod of a running gang that died and
+        was recreated: either way its bound pods wait for peers that no binding
+        will join. Deleting them is the rollback of a failed binding; the
+        controller recreates them and the job is pending again.
+        """
+        log.warning("job %s has %d of %d pods bound; deleting the bound ones so the gang is "
+                    "placed whole (its controller recreates them)", job.job_id, len(placed),
+                    n_active)
+        for pod in placed:
+            try:
+                self.api.delete(*pod_key(pod))
+            except KubeApiError as exc:
+                log.error("job %s: cannot delete pod %s: %s", job.job_id, pod_key(pod)[1], exc)
+        run_start = self._run_start.pop(job.job_id, now)
+        self._run_s[job.job_id] = self._run_s.get(job.job_id, 0.0) + max(0.0, now - run_start)
+        self._n_preemptions[job.job_id] = self._n_preemptions.get(job.job_id, 0) + 1
+        self._queued[job.job_id] = now
+        self._preempted[job.job_id] = (self._clock(), job)
 
     def _roll_back(self, job_id: str, bound: list[Pod], exc: KubeApiError) -> str:
         """Delete the pods of a gang bound before a binding failed; say what happened."""

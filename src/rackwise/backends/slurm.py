@@ -18,13 +18,20 @@ scale read from the jobs' comments when the backend is not given them.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from rackwise.backends.base import INF, Outcome, Snapshot
-from rackwise.backends.slurm_cli import SlurmCli, SlurmCommandError, gpu_indices, job_gpu_count
+from rackwise.backends.base import INF, FailedJob, Outcome, Snapshot
+from rackwise.backends.slurm_cli import (
+    SlurmCli,
+    SlurmCommandError,
+    gpu_count,
+    gpu_indices,
+    job_gpu_count,
+)
 from rackwise.backends.slurm_jobs import decode_tags, encode_tags, float_tag
 from rackwise.backends.slurm_topology import discover, match_spec
 from rackwise.cluster.allocation import Allocation
@@ -45,6 +52,7 @@ RUNNING_STATES = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING",
                             "RESIZING", "SIGNALING", "STAGE_OUT"})
 FAILED_STATES = frozenset({"FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
                            "BOOT_FAIL", "DEADLINE", "PREEMPTED", "REVOKED"})
+RELAUNCH_GAP_S = 2.0  # real seconds between a requeue and the next launch of the job
 USABLE_NODE_STATES = frozenset({"idle", "mixed", "allocated", "completing"})
 UNUSABLE_NODE_FLAGS = frozenset({"DRAIN", "DRAINING", "DRAINED", "NOT_RESPONDING", "FAIL",
                                  "MAINTENANCE", "POWER_DOWN", "POWERED_DOWN", "POWERING_DOWN",
@@ -118,6 +126,9 @@ class SlurmBackend:
         self._run_start: dict[tuple[int, int], float] = {}
         self._released: dict[int, float] = {}
         self._intended: dict[int, tuple[int, ...]] = {}
+        self._requeued: dict[int, float] = {}  # wall time of a job's last requeue by rackwise
+        self._unaccounted: dict[str, int] = {}  # node -> GPUs Slurm counted used, no job held
+        self._warned_unaccounted: set[str] = set()
         self._records: dict[str, JobRecord] = {}
         self._current: dict[str, _Managed] = {}
 
@@ -266,14 +277,18 @@ class SlurmBackend:
                                 "holding it again", m.job.job_id, m.slurm_id, self.start_timeout_s,
                                 m.raw.get("state_reason"))
                     self._hold(m, now)
-            elif m.kind == "running" and "first_s" not in m.tags:
+            elif m.kind == "running" and self._tagged_run_start(m, m.restart_cnt) is None:
+                # Kept in the comment, so that a restarted driver knows this run's start
+                # (and the job's attained service) as exactly as this one does.
                 start = self._estimate_run_start(m, wall)
-                self._set_tags(m, first_s=start)
+                first = {} if "first_s" in m.tags else {"first_s": start}
+                self._set_tags(m, started_s=start, **first)
 
     def _lost_run_s(self, m: _Managed, now: float) -> float:
         """The run a failure ended: its progress since the last checkpoint (the last
         preemption, which records ``run_s``) is lost. It ran until the failure was seen."""
-        start = self._run_start.get((m.slurm_id, int(float_tag(m.tags, "rc", m.restart_cnt - 1))))
+        run = int(float_tag(m.tags, "rc", m.restart_cnt - 1))
+        start = self._run_start.get((m.slurm_id, run), self._tagged_run_start(m, run))
         if start is None:  # it started and failed while no driver watched
             log.warning("job %s: the run a failure ended was never seen; its lost time is "
                         "not counted", m.job.job_id)
@@ -314,15 +329,16 @@ class SlurmBackend:
         placed: dict[int, tuple[int, ...]] = {}
         for m in running_list:
             placed[m.slurm_id] = self._take_running(allocation, m)
-        for m in starting_list:
-            placed[m.slurm_id] = self._take_starting(allocation, m)
         self._take_foreign(allocation, raw_jobs, managed)
         self._take_unusable(allocation, raw_nodes)
+        self._take_unaccounted(allocation, raw_nodes)  # Slurm's count leaves out starting jobs
+        for m in starting_list:
+            placed[m.slurm_id] = self._take_starting(allocation, m)
 
         running: list[JobState] = []
         pending: list[tuple[float, float, int, JobState]] = []
         finished: dict[str, JobState] = {}
-        failed: dict[str, str] = {}
+        failed: dict[str, FailedJob] = {}
         n_waiting, next_arrival = 0, INF
         for m in managed.values():
             if m.kind in ("running", "starting"):
@@ -337,8 +353,8 @@ class SlurmBackend:
             elif m.kind == "finished":
                 finished[m.job.job_id] = self._finished_state(m, wall)
             else:
-                failed[m.job.job_id] = f"Slurm job {m.slurm_id} ended {m.raw.get('job_state')} " \
-                                       f"({m.raw.get('state_reason')})"
+                failed[m.job.job_id] = FailedJob(m.job, f"Slurm job {m.slurm_id} ended "
+                                                 f"{m.raw.get('job_state')} ({m.raw.get('state_reason')})")
         running.sort(key=lambda s: (s.run_start, s.job_id))
         pending.sort(key=lambda item: item[:3])
         view = ClusterView(topology, allocation, {s.job_id: s for *_, s in pending},
@@ -429,6 +445,35 @@ class SlurmBackend:
             if name not in seen:
                 allocation.allocate(f"!down:{name}", allocation.free_gpu_ids(self._node_id[name]))
 
+    def _take_unaccounted(self, allocation: Allocation, raw_nodes: list[dict[str, Any]]) -> None:
+        """Hold GPUs that Slurm counts as used on a node though no job it lists holds them.
+
+        Slurm's GPU accounting can keep a requeued multi-node job's GPUs after it
+        left (22.05 logs "gres/gpu: job N dealloc of node X bad node_offset"); no
+        job can use them until slurmctld restarts, so a policy must not count on
+        them. A surplus seen once may be a job that started between the two reads
+        of a poll, so it is held from the second poll in a row on.
+        """
+        surplus: dict[str, int] = {}
+        for node in raw_nodes:
+            name = str(node.get("name"))
+            node_id = self._node_id.get(name)
+            if node_id is None:
+                continue
+            used = gpu_count(str(node.get("gres_used") or ""))
+            held = self.topology.nodes[node_id].n_gpus - allocation.free_in_node(node_id)
+            if used > held:
+                surplus[name] = used - held
+                if name in self._unaccounted:
+                    n = min(surplus[name], self._unaccounted[name])
+                    allocation.allocate(f"!unaccounted:{name}", allocation.free_gpu_ids(node_id)[:n])
+                    if name not in self._warned_unaccounted:
+                        self._warned_unaccounted.add(name)
+                        log.warning("Slurm counts %d GPU(s) of %s as used that no job holds; "
+                                    "they are left out until Slurm frees them (a slurmctld "
+                                    "restart does)", n, name)
+        self._unaccounted = surplus
+
     # --------------------------------------------------------------- states
     def _estimate(self, slurm_s: Any, was_before: bool, wall: float) -> float:
         """Wall time of a transition Slurm stamped in whole seconds, sharpened by our polls."""
@@ -441,8 +486,17 @@ class SlurmBackend:
             return high
         return (low + high) / 2
 
+    @staticmethod
+    def _tagged_run_start(m: _Managed, restart_cnt: int) -> float | None:
+        """The start of the run released at ``restart_cnt``, if a driver recorded it."""
+        if "started_s" not in m.tags or float_tag(m.tags, "rc", -1) != restart_cnt:
+            return None
+        return float_tag(m.tags, "started_s", 0.0)
+
     def _estimate_run_start(self, m: _Managed, wall: float) -> float:
         key = (m.slurm_id, m.restart_cnt)
+        if key not in self._run_start and (tagged := self._tagged_run_start(m, m.restart_cnt)) is not None:
+            self._run_start[key] = tagged
         if key not in self._run_start:
             previous = self._last_kind.get(m.slurm_id)
             was_before = previous is not None and (previous[0] != "running" or previous[1] != m.restart_cnt)
@@ -542,6 +596,7 @@ class SlurmBackend:
                 self._set_tags(m, queued_s=now)
             else:
                 self.cli.run(["scontrol", "requeuehold", str(m.slurm_id)])
+                self._requeued[m.slurm_id] = self._clock()
                 elapsed = max(0.0, now - m.state.run_start) if m.state is not None else 0.0
                 self._set_tags(m, run_s=float_tag(m.tags, "run_s", 0.0) + elapsed, queued_s=now)
                 m.restart_cnt += 1
@@ -559,13 +614,20 @@ class SlurmBackend:
             return Outcome("start", job_id, False, "not a job this backend manages", hosts)
         tags = dict(m.tags)
         tags["rc"] = str(m.restart_cnt)
+        tags.pop("started_s", None)  # the last run's
         if job_id_requeued:
             tags["queued_s"] = f"{now:.6f}"
         tags.pop("job", None)
         comment = encode_tags({"job": job_id, **tags})
+        # A job launched again within the second its last run was requeued is refused by the
+        # nodes ("Job credential revoked") and Slurm fails it: it may begin a moment later.
+        begin = "now"
+        if m.slurm_id in self._requeued:
+            wait_s = math.ceil(self._requeued[m.slurm_id] + RELAUNCH_GAP_S - self._clock())
+            begin = f"now+{wait_s}" if wait_s > 0 else begin
         try:
             self.cli.run(["scontrol", "update", f"JobId={m.slurm_id}", f"NumNodes={len(hosts)}",
-                          f"ReqNodeList={','.join(hosts)}", "StartTime=now", f"Comment={comment}"])
+                          f"ReqNodeList={','.join(hosts)}", f"StartTime={begin}", f"Comment={comment}"])
             m.tags = {"job": job_id, **tags}
             self.cli.run(["scontrol", "release", str(m.slurm_id)])
         except SlurmCommandError as exc:

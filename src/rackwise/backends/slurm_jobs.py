@@ -12,7 +12,7 @@ what it must remember about a job lives in the job's Slurm comment, as
 - ``lost_s``: time held over runs a failure ended (a node died under the job),
   whose progress since the last preemption was lost;
 - ``queued_s``: when the job last re-entered the queue;
-- ``first_s``: when it first ran;
+- ``first_s``: when it first ran; ``started_s``: when its current run started;
 - ``rc``: Slurm's restart count when rackwise last released it, which tells a
   start in flight from a job Slurm requeued on its own.
 
