@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -261,24 +261,27 @@ def test_restarted_driver_loses_and_repeats_nothing(slurm: LoopbackSlurm, tmp_pa
     assert len(jobs) // 2 <= len(before) < len(jobs)
     starts_decided = [d["job_id"] for d in before + after if d["action"] == "start" and d["ok"]]
     preempted = [d["job_id"] for d in before + after if d["action"] == "preempt" and d["ok"]]
-    # none lost, none started twice: one start per job, plus one per preemption
-    assert sorted(starts_decided) == sorted([j.job_id for j in jobs] + preempted)
+    # None started twice: no job has more starts than its arrival and preemptions call for.
+    # (The SIGKILL may cut the log lines of the round it interrupts, whose actions reached
+    # Slurm: a job may show fewer logged starts than that, never more.)
+    extra = Counter(starts_decided) - Counter([j.job_id for j in jobs] + preempted)
+    assert not extra, f"started more often than arrived and preempted: {dict(extra)}"
     if policy == "fifo":
         assert [d["job_id"] for d in before + after] == [j.job_id for j in jobs]  # FIFO across both
         assert "restored" not in second.stderr
     else:
         assert f"restored {policy}'s state" in second.stderr
-    for job in jobs:
-        starts, ends = read_runs(out, job.job_id)
-        assert len(ends) == 1, job.job_id
-        # a preemption may catch a released job before its payload starts: at most one run each
-        assert 1 <= len(starts) <= 1 + preempted.count(job.job_id), job.job_id
     import pandas as pd
 
     records = pd.read_csv(tmp_path / "records.csv")
     assert sorted(records["job_id"]) == sorted(j.job_id for j in jobs)
-    # a preemption that caught a job before its payload ran interrupted nothing to count
-    assert records["n_preemptions"].sum() <= len(preempted)
+    restarts = dict(zip(records["job_id"], records["n_preemptions"], strict=True))
+    for job in jobs:
+        starts, ends = read_runs(out, job.job_id)
+        assert len(ends) == 1, job.job_id  # none lost, none run to its end twice
+        # Each run is one of Slurm's (re)starts; a preemption may catch a released job before
+        # its payload starts, so there may be fewer runs.
+        assert 1 <= len(starts) <= 1 + restarts[job.job_id], job.job_id
     if policy == "fifo":
         assert records["n_preemptions"].sum() == 0
 
@@ -288,7 +291,7 @@ def test_serve_rides_out_a_slurmctld_restart(slurm: LoopbackSlurm, tmp_path: Pat
                                              caplog: pytest.LogCaptureFixture) -> None:
     """slurmctld stops for eight seconds mid-window and comes back on its saved state: serve
     keeps asking (the controller's jobs run on meanwhile) and finishes the window, losing no
-    job and running none on two node sets; jobs run once (tiresias: see below). Slurm's
+    job and running none on two node sets; every job ends exactly once. Slurm's
     clients ride out a shorter outage themselves: they retry for about four seconds."""
     jobs = busy_window()
     restarted_at: list[float] = []
@@ -309,14 +312,10 @@ def test_serve_rides_out_a_slurmctld_restart(slurm: LoopbackSlurm, tmp_path: Pat
     records = {r.job_id: r for r in result.records}
     assert set(records) == {j.job_id for j in jobs}
     if policy_name == "tiresias":
-        # A job that finishes while the controller is down still shows as running when it
-        # returns, until its node reports; a preemption then requeues it, and Slurm runs it
-        # once more. Its progress was recorded, so that run is empty: no work is repeated.
+        # A job that ended while the controller was down shows as running for minutes after;
+        # serve refuses to requeue it (Slurm would run it again), so each job ends once.
         for job in jobs:
-            starts, ends = read_runs(tmp_path / "out", job.job_id)
-            assert ends, job.job_id
-            first_end = float(ends[0]["t"])
-            assert all(float(run["sleep_s"]) == 0.0 for run in starts if float(run["t"]) > first_end)
+            assert len(read_runs(tmp_path / "out", job.job_id)[1]) == 1, job.job_id
     else:
         check_ran_once_where_decided(tmp_path / "out", jobs, result.decisions, records)
     assert not sampler.overlaps and not sampler.doubles

@@ -137,3 +137,33 @@ def test_gpus_slurm_counts_used_that_no_job_holds_are_left_out_from_the_second_p
     assert {view.owner_of(g) for g in range(3)} == {"!unaccounted:n1"}
     cli.raw_nodes[0]["gres_used"] = "gpu:0"  # slurmctld restarted: the count is right again
     assert backend.observe().view.n_free == 8
+
+
+@pytest.mark.parametrize(("state", "started_s", "refused"), [
+    ("RUNNING", 9_000.0, ""),  # 1,000 s of 3,600 run: may be requeued
+    ("RUNNING", 5_000.0, "it has run its whole duration; Slurm has not reported its end yet"),
+    ("COMPLETING", 9_000.0, "it is completing"),
+])
+def test_a_job_slurm_may_have_finished_is_not_requeued(state: str, started_s: float,
+                                                        refused: str) -> None:
+    """Slurm would requeue a job whose end it has not taken in and run its script again."""
+    from rackwise.backends.slurm import SlurmBackend
+    from rackwise.cluster.topology import uniform_cluster
+    from rackwise.policies.base import Decisions
+
+    cli = ListingCli()
+    backend = SlurmBackend(cli=cli, topology=uniform_cluster(1, gpus_per_node=4),
+                           node_names=("n1",), t0=0.0, time_scale=1.0, clock=lambda: 10_000.0)
+    tags = {"job": "a", "gpus": 2, "submit_s": 0.0, "duration_s": 3_600.0, "t0": 0.0, "scale": 1.0,
+            "run_s": 0.0, "rc": 0, "first_s": started_s, "started_s": started_s}
+    cli.raw_jobs = [{"job_id": 7, "job_state": state, "comment": encode_tags(tags), "priority": 1,
+                     "restart_cnt": 0, "nodes": "n1", "gres_detail": ["gpu:2(IDX:0-1)"],
+                     "job_resources": {"allocated_nodes": [{"nodename": "n1"}]}}]
+    cli.raw_nodes = [{"name": "n1", "state": "mixed", "gres_used": "gpu:2(IDX:0-1)"}]
+    snapshot = backend.observe()
+    assert list(snapshot.view.running) == ["a"]
+    if refused:
+        [outcome] = backend.apply(Decisions(preempt=("a",)), snapshot)
+        assert (outcome.ok, outcome.detail) == (False, refused)
+    else:
+        assert backend._ending(backend._current["a"], snapshot.now) == ""

@@ -590,6 +590,8 @@ class SlurmBackend:
         m = self._current.get(job_id)
         if m is None:
             return Outcome("preempt", job_id, False, "not a job this backend manages")
+        if m.kind == "running" and (why := self._ending(m, now)):
+            return Outcome("preempt", job_id, False, why)
         try:
             if m.kind == "starting":
                 self.cli.run(["scontrol", "hold", str(m.slurm_id)])
@@ -604,6 +606,23 @@ class SlurmBackend:
             return Outcome("preempt", job_id, False, str(exc))
         self._released.pop(m.slurm_id, None)
         return Outcome("preempt", job_id, True, nodes=tuple(m.nodes))
+
+    def _ending(self, m: _Managed, now: float) -> str:
+        """Why a running job must not be requeued now (empty if it may be).
+
+        Slurm requeues a job whose end it has not taken in yet (completing, or
+        ended while slurmctld was down, which it learns only minutes later) and
+        runs its script once more. A job that is completing, or that has run its
+        whole known duration (a replay's ``duration_s`` tag) but for one poll, the
+        uncertainty of its start, is left to end.
+        """
+        if str(m.raw.get("job_state") or "").upper() == "COMPLETING":
+            return "it is completing"
+        if "duration_s" in m.tags and m.state is not None:
+            done = float_tag(m.tags, "run_s", 0.0) + max(0.0, now - m.state.run_start)
+            if done + self.poll_s * (self.time_scale or 1.0) >= m.job.duration_s:
+                return "it has run its whole duration; Slurm has not reported its end yet"
+        return ""
 
     def _start(self, job_id: str, gpu_ids: tuple[int, ...], now: float, *,
                job_id_requeued: bool) -> Outcome:
