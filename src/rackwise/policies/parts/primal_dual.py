@@ -59,11 +59,23 @@ class Plan:
     tail_slots: int  # how many slots past the explicit horizon it uses
 
 
-def _greedy(rows: list[Option | None], tail: Option | None, n_tail: int,
-            work: float) -> tuple[float, list[int], int] | None:
-    """Cheapest slots (<= one option each) by cost per progress until ``work`` is covered."""
+Entry = tuple[float, float, int]  # (cost per progress, -progress, slot): the greedy's order
+
+
+def _entries(rows: Sequence[Option | None]) -> list[Entry]:
+    """The rows' options in the order the greedy takes them: cheapest per progress first."""
     entries = [(o.cost / o.progress, -o.progress, t) for t, o in enumerate(rows) if o is not None]
     entries.sort()
+    return entries
+
+
+def _greedy(rows: Sequence[Option | None], entries: list[Entry], tail: Option | None,
+            n_tail: int, work: float) -> tuple[float, list[int], int] | None:
+    """Cheapest slots (<= one option each) by cost per progress until ``work`` is covered.
+
+    ``entries``: the explicit slots the greedy may use, as `_entries` orders
+    them (their options are in ``rows``); ``n_tail`` more slots each offer ``tail``.
+    """
     done = cost = 0.0
     used: list[int] = []
     n_used_tail = 0
@@ -130,12 +142,16 @@ def best_plan(options: Sequence[Sequence[Option]], work: float, utility: Callabl
         if tail is None:
             return None
         t_min = last + max(0, math.ceil((work - done) / tail.progress - 1e-9) - 1)
+    # Every candidate finish slot orders the explicit slots alike: sort them once per fill.
+    ordered = [_entries(rows[:last]) for rows in fills]
     best: Plan | None = None
     for t_hat in range(t_min, t_min + max_wait_slots + 1):
         n_rows = min(t_hat + 1, last)  # explicit slots 0..n_rows-1
         n_tail = t_hat + 1 - n_rows  # copies of the last row
-        for rows in fills:
-            picked = _greedy(rows[:n_rows], rows[last], n_tail, work)
+        for rows, entries in zip(fills, ordered):
+            if n_rows < last:
+                entries = [e for e in entries if e[2] < n_rows]
+            picked = _greedy(rows, entries, rows[last], n_tail, work)
             if picked is not None:
                 break
         if picked is None:
@@ -160,25 +176,28 @@ class PriceBook:
     price curve form a class, and each class keeps its nodes sorted by load:
     the questions a planner asks for every job (free GPUs, the cheapest node
     with room, nodes by free GPUs) then cost in classes x loads, not in nodes.
-    ``load`` is read-only: change it with `take` or `commit`.
+    ``load`` is a read-only copy: change the book with `take` or `commit`.
     """
 
     def __init__(self, capacity: Sequence[int], lower: float, upper: Sequence[float],
                  horizon: int, groups: Sequence[int] | None = None) -> None:
         self.capacity = np.asarray(capacity, dtype=int)
-        n_nodes = len(self.capacity)
+        # Plain ints and lists on the hot paths: a book is built twice a round and
+        # asked about, and changed, for every job; numpy scalars would cost more there.
+        caps: list[int] = self.capacity.tolist()
+        n_nodes = len(caps)
         labels = [0] * n_nodes if groups is None else [int(g) for g in groups]
-        self._load = np.zeros((horizon, n_nodes), dtype=int)
-        self.load = self._load.view()
-        self.load.flags.writeable = False
+        self._caps = caps
+        self._loads = [[0] * n_nodes for _ in range(horizon)]  # [slot][node]: committed GPUs
         keys: dict[tuple[int, int, float], int] = {}
-        self._class_of = [keys.setdefault((g, int(c), float(u)), len(keys))
-                          for g, c, u in zip(labels, self.capacity, upper)]
+        self._class_of = [keys.setdefault((g, c, float(u)), len(keys))
+                          for g, c, u in zip(labels, caps, upper)]
         self._group_of = labels
         self._cap = [c for _, c, _ in keys]
         curves = [np.concatenate([[0.0], np.cumsum(position_prices(lower, u, c))]) for _, c, u in keys]
-        self._cum = [curves[k] for k in self._class_of]  # per node; nodes of a class share one
-        self._cum_values = [curve.tolist() for curve in curves]  # plain floats: the same values, faster
+        # Plain floats: the same values, faster.
+        self._cum_values: list[list[float]] = [curve.tolist() for curve in curves]
+        self._cum = [self._cum_values[k] for k in self._class_of]  # per node; a class's nodes share one
         self._group_classes: dict[int, list[int]] = {}
         self._classes_of: dict[tuple[int, ...], list[int]] = {}
         for k, (g, _, _) in enumerate(keys):
@@ -190,36 +209,49 @@ class PriceBook:
         self._by_load = [[[list(members[k]) if g == 0 else [] for g in range(cap + 1)]
                           for k, cap in enumerate(self._cap)] for _ in range(horizon)]
         free = dict.fromkeys(self._group_classes, 0)
-        for g, c in zip(labels, self.capacity):
-            free[g] += int(c)
+        for g, c in zip(labels, caps):
+            free[g] += c
         self._free = [dict(free) for _ in range(horizon)]
 
     @property
     def horizon(self) -> int:
-        return self._load.shape[0]
+        return len(self._loads)
+
+    @property
+    def load(self) -> np.ndarray:
+        """Committed GPUs per slot and node (a read-only copy): change them with `take` or `commit`."""
+        load = np.array(self._loads, dtype=int).reshape(self.horizon, len(self._caps))
+        load.flags.writeable = False
+        return load
+
+    def same_loads(self, slot: int, other: int) -> bool:
+        """Whether two slots hold the same committed GPUs on every node (so the same prices)."""
+        return self._loads[slot] == self._loads[other]
 
     def cost(self, slot: int, node: int, n_gpus: int) -> float:
         """Marginal price of taking ``n_gpus`` more GPUs on ``node`` in ``slot``."""
-        g = self._load[slot, node]
-        return float(self._cum[node][g + n_gpus] - self._cum[node][g])
+        g = self._loads[slot][node]
+        cum = self._cum[node]
+        return cum[g + n_gpus] - cum[g]
 
     def next_price(self, slot: int, node: int) -> float:
-        g = self._load[slot, node]
-        return float(self._cum[node][g + 1] - self._cum[node][g]) if g < self.capacity[node] else math.inf
+        g = self._loads[slot][node]
+        return self._cum[node][g + 1] - self._cum[node][g] if g < self._caps[node] else math.inf
 
     def free(self, slot: int, node: int) -> int:
-        return int(self.capacity[node] - self._load[slot, node])
+        return self._caps[node] - self._loads[slot][node]
 
     def take(self, slot: int, node: int, n_gpus: int) -> None:
         """Commit ``n_gpus`` more GPUs of ``node`` in ``slot``."""
-        g = int(self._load[slot, node])
-        if not 0 <= g + n_gpus <= self.capacity[node]:
+        loads = self._loads[slot]
+        g = loads[node]
+        if not 0 <= g + n_gpus <= self._caps[node]:
             raise ValueError(f"node {node} has {self.free(slot, node)} free GPUs in slot {slot}, "
                              f"not {n_gpus}")
         by_load = self._by_load[slot][self._class_of[node]]
         del by_load[g][bisect_left(by_load[g], node)]
         insort(by_load[g + n_gpus], node)
-        self._load[slot, node] = g + n_gpus
+        loads[node] = g + n_gpus
         self._free[slot][self._group_of[node]] -= n_gpus
 
     def commit(self, plan: Plan) -> None:
@@ -286,7 +318,7 @@ def cheapest_gpus(book: PriceBook, slot: int, nodes: Sequence[int],
         price, node = heapq.heappop(heap)
         cost += price
         taken[node] = taken.get(node, 0) + 1
-        g = book.load[slot, node] + taken[node]
-        if g < book.capacity[node]:
-            heapq.heappush(heap, (float(book._cum[node][g + 1] - book._cum[node][g]), node))
+        g = book._loads[slot][node] + taken[node]
+        if g < book._caps[node]:
+            heapq.heappush(heap, (book._cum[node][g + 1] - book._cum[node][g], node))
     return cost, tuple(sorted(taken.items()))
