@@ -129,6 +129,8 @@ class HadarPlanner:
         self._min_nodes_of: dict[tuple[int, int], int] = {}
         self._d_min: dict[str, int] = {}
         self._types: dict[str, JobTypes] = {}
+        # A running job's layout, with the GPUs and copies it was read from: kept while they stay.
+        self._current: dict[str, tuple[tuple[tuple[int, ...], int], Layout]] = {}
 
     @property
     def node_type(self) -> Sequence[int]:
@@ -144,6 +146,7 @@ class HadarPlanner:
         self._rates.forget(job_id)
         self._d_min.pop(job_id, None)
         self._types.pop(job_id, None)
+        self._current.pop(job_id, None)
 
     def _job_types(self, job_id: str, rates: np.ndarray) -> JobTypes:
         # A job's rates are cached until it completes, so what follows from them is too.
@@ -206,11 +209,7 @@ class HadarPlanner:
             jobs.sort(key=lambda j: -self._f(j[3] + 1, j[4]) / (j[0].job.n_gpus * self._d_min[j[0].job_id]))
         layouts: dict[str, Layout] = {}
         for state, rates, remaining, elapsed, gamma3, types in jobs:
-            n_gpus = state.job.n_gpus
-            # A slot without n_gpus free GPUs of the usable types offers nothing (the
-            # search would find no option), and a job offered nothing gets no plan.
-            rows = [self.slot_options(book, t, rates, n_gpus, types)
-                    if book.free_in(t, types.usable) >= n_gpus else [] for t in range(book.horizon)]
+            rows = self._rows(book, rates, state.job.n_gpus, types)
             if not any(rows):
                 continue
             plan = best_plan(rows, remaining, partial(self._finish_utility, elapsed, gamma3),
@@ -223,6 +222,27 @@ class HadarPlanner:
         if self._params.backfill:
             self._backfill(view, [j[0] for j in jobs], layouts)
         return layouts
+
+    def _rows(self, book: PriceBook, rates: np.ndarray, n_gpus: int,
+              types: JobTypes) -> list[list[Option]]:
+        """The job's options in each slot of the book (``slot_options`` per slot).
+
+        A slot's options depend only on its loads, and slots often hold equal
+        loads (a plan that runs in every slot takes the same GPUs in each), so
+        each distinct load is searched once and its row shared.
+        """
+        rows: list[list[Option]] = []
+        for t in range(book.horizon):
+            same = next((s for s in range(t) if book.same_loads(s, t)), None)
+            if same is not None:
+                rows.append(rows[same])
+            elif book.free_in(t, types.usable) >= n_gpus:
+                rows.append(self.slot_options(book, t, rates, n_gpus, types))
+            else:
+                # A slot without n_gpus free GPUs of the usable types offers nothing (the
+                # search would find no option), and a job offered nothing gets no plan.
+                rows.append([])
+        return rows
 
     def _f(self, slots: float, gamma3: float) -> float:
         return sigmoid_utility(slots, self._params.utility_gamma1, self._params.utility_gamma2, gamma3)
@@ -318,7 +338,7 @@ class HadarPlanner:
         for state in active:
             if state.status is not Status.RUNNING:
                 continue
-            if layouts.get(state.job_id) == current_layout(topology.gpu_node, state):
+            if layouts.get(state.job_id) == self._current_layout(topology.gpu_node, state):
                 layouts.pop(state.job_id)  # unchanged: no restart
                 continue
             preempt.append(state.job_id)
@@ -338,6 +358,16 @@ class HadarPlanner:
                     free.take(ids[:n])
             starts.append(Start(state.job_id, tuple(gpus), copies=len(layout)))
         return Decisions(start=tuple(starts), preempt=tuple(preempt))
+
+    def _current_layout(self, gpu_node: tuple[int, ...], state: JobState) -> Layout:
+        """`current_layout`, worked out again only when the job's GPUs changed."""
+        key = (state.gpu_ids, state.copies)
+        cached = self._current.get(state.job_id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        layout = current_layout(gpu_node, state)
+        self._current[state.job_id] = (key, layout)
+        return layout
 
 
 def current_layout(gpu_node: tuple[int, ...], state: JobState) -> Layout:
