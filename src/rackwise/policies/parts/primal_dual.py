@@ -108,6 +108,40 @@ def _greedy(rows: Sequence[Option | None], entries: list[Entry], tail: Option | 
     return cost, used, n_used_tail
 
 
+def _cost_floor(by_ratio: Sequence[Option | None], by_speed: Sequence[Option | None],
+                work: float) -> float:
+    """A lower bound on what any plan covering ``work`` costs (-inf when none is known).
+
+    Every unit of progress costs at least the lowest cost per progress on
+    offer (``by_ratio`` holds each slot's lowest), and a plan covers the work
+    up to the fills' tolerance (1e-9, or 1e-9 of a tail slot's progress; the
+    fastest option bounds that). The relative margin of 1e-9 is far above the
+    rounding of the fills' few sums, so the bound holds for the computed costs.
+    """
+    ratio = min([o.cost / o.progress for o in by_ratio if o is not None])
+    fastest = max([o.progress for o in by_speed if o is not None])
+    covered = work - 1e-9 * (1.0 + fastest)
+    if ratio <= 0 or covered <= 0:
+        return -math.inf
+    return ratio * covered * (1.0 - 1e-9)
+
+
+def _earliest_finish(by_speed: Sequence[Option | None], work: float) -> int | None:
+    """The first slot by whose end ``work`` can be done, taking the most progress in every slot."""
+    last = len(by_speed) - 1
+    done = 0.0
+    for t in range(last):
+        option = by_speed[t]
+        if option is not None:
+            done += option.progress
+        if done >= work - 1e-9:
+            return t
+    tail = by_speed[last]
+    if tail is None:
+        return None
+    return last + max(0, math.ceil((work - done) / tail.progress - 1e-9) - 1)
+
+
 def best_plan(options: Sequence[Sequence[Option]], work: float, utility: Callable[[int], float],
               max_wait_slots: int) -> Plan | None:
     """The dual subroutine: the plan maximising utility minus cost, or None if none pays.
@@ -121,43 +155,47 @@ def best_plan(options: Sequence[Sequence[Option]], work: float, utility: Callabl
     """
     if not options:
         return None
-    by_ratio = [row[0] if len(row) == 1 else
-                min(row, key=lambda o: (o.cost / o.progress, -o.progress)) if row else None
-                for row in options]
-    by_speed = [row[0] if len(row) == 1 else
-                max(row, key=lambda o: (o.progress, -o.cost)) if row else None for row in options]
-    # With one option a slot (the common case) both pick the same, and so would both fills.
-    fills = (by_ratio,) if all(a is b for a, b in zip(by_ratio, by_speed)) else (by_ratio, by_speed)
-    last = len(options) - 1
-    # Earliest feasible finish: the most progress in every slot.
-    done, t_min = 0.0, None
-    for t in range(last):
-        option = by_speed[t]
-        done += option.progress if option is not None else 0.0
-        if done >= work - 1e-9:
-            t_min = t
-            break
+    fills: tuple[list[Option | None], ...]
+    if all(len(row) <= 1 for row in options):
+        # One option a slot at most (the common case): the cheapest is the fastest.
+        by_ratio = by_speed = [row[0] if row else None for row in options]
+        fills = (by_ratio,)
+    else:
+        by_ratio = [min(row, key=lambda o: (o.cost / o.progress, -o.progress)) if row else None
+                    for row in options]
+        by_speed = [max(row, key=lambda o: (o.progress, -o.cost)) if row else None for row in options]
+        # When both pick the same everywhere, so would both fills.
+        same = all(a is b for a, b in zip(by_ratio, by_speed))
+        fills = (by_ratio,) if same else (by_ratio, by_speed)
+    t_min = _earliest_finish(by_speed, work)
     if t_min is None:
-        tail = by_speed[last]
-        if tail is None:
-            return None
-        t_min = last + max(0, math.ceil((work - done) / tail.progress - 1e-9) - 1)
+        return None
+    candidates = range(t_min, t_min + max_wait_slots + 1)
+    utilities = [utility(t_hat) for t_hat in candidates]
+    # A job priced out (about half of those planned in a busy round) is told so
+    # here, without the fills: no plan can cost less than this floor.
+    if max(utilities) <= _cost_floor(by_ratio, by_speed, work):
+        return None
+    last = len(options) - 1
     # Every candidate finish slot orders the explicit slots alike: sort them once per fill.
     ordered = [_entries(rows[:last]) for rows in fills]
     best: Plan | None = None
-    for t_hat in range(t_min, t_min + max_wait_slots + 1):
+    repeat: tuple[int, Picked] | None = None  # (n_rows, fill) that later candidates repeat
+    for t_hat, finish_utility in zip(candidates, utilities):
         n_rows = min(t_hat + 1, last)  # explicit slots 0..n_rows-1
         n_tail = t_hat + 1 - n_rows  # copies of the last row
-        for rows, entries in zip(fills, ordered):
-            if n_rows < last:
-                entries = [e for e in entries if e[2] < n_rows]
-            picked = _greedy(rows, entries, rows[last], n_tail, work)
-            if picked is not None:
-                break
+        if repeat is not None and repeat[0] == n_rows:
+            rows, picked = repeat[1]
+        else:
+            rows, picked = _fill(fills, ordered, n_rows, n_tail, work)
+            # A first-kind fill that left tail slots unused took every step as it
+            # would with more of them: later candidates (one more tail slot each) repeat it.
+            repeat = ((n_rows, (rows, picked)) if picked is not None and rows is fills[0]
+                      and picked[2] < n_tail else None)
         if picked is None:
             continue
         cost, used, n_used_tail = picked
-        payoff = utility(t_hat) - cost
+        payoff = finish_utility - cost
         if payoff > 0 and (best is None or payoff > best.payoff):
             slots = [(t, rows[t]) for t in sorted(used)]
             if n_used_tail:
@@ -165,6 +203,23 @@ def best_plan(options: Sequence[Sequence[Option]], work: float, utility: Callabl
             best = Plan(payoff, t_hat, tuple((t, o) for t, o in slots if o is not None),
                         n_used_tail)
     return best
+
+
+Picked = tuple[Sequence[Option | None], tuple[float, list[int], int] | None]  # (fill's rows, greedy)
+
+
+def _fill(fills: Sequence[Sequence[Option | None]], ordered: Sequence[list[Entry]], n_rows: int,
+          n_tail: int, work: float) -> Picked:
+    """The first fill whose greedy covers the work with the first ``n_rows`` slots and ``n_tail`` more."""
+    last = len(fills[0]) - 1
+    picked = None
+    for rows, entries in zip(fills, ordered):
+        if n_rows < last:
+            entries = [e for e in entries if e[2] < n_rows]
+        picked = _greedy(rows, entries, rows[last], n_tail, work)
+        if picked is not None:
+            break
+    return rows, picked
 
 
 class PriceBook:
