@@ -14,6 +14,7 @@ import math
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -232,6 +233,7 @@ class PriceBook:
     the questions a planner asks for every job (free GPUs, the cheapest node
     with room, nodes by free GPUs) then cost in classes x loads, not in nodes.
     ``load`` is a read-only copy: change the book with `take` or `commit`.
+    ``memo`` holds what callers work out from the book; every change empties it.
     """
 
     def __init__(self, capacity: Sequence[int], lower: float, upper: Sequence[float],
@@ -267,6 +269,7 @@ class PriceBook:
         for g, c in zip(labels, caps):
             free[g] += c
         self._free = [dict(free) for _ in range(horizon)]
+        self.memo: dict[object, Any] = {}  # answers worked out from the book, until it changes
 
     @property
     def horizon(self) -> int:
@@ -279,9 +282,16 @@ class PriceBook:
         load.flags.writeable = False
         return load
 
-    def same_loads(self, slot: int, other: int) -> bool:
-        """Whether two slots hold the same committed GPUs on every node (so the same prices)."""
-        return self._loads[slot] == self._loads[other]
+    def first_alike(self) -> list[int]:
+        """For each slot, the first slot holding the same loads on every node (so the same prices).
+
+        Kept until the book changes: the jobs a planner turns away in between ask again.
+        """
+        alike: list[int] | None = self.memo.get("first_alike")
+        if alike is None:
+            loads = self._loads
+            alike = self.memo["first_alike"] = [loads.index(row) for row in loads]  # first equal row
+        return alike
 
     def cost(self, slot: int, node: int, n_gpus: int) -> float:
         """Marginal price of taking ``n_gpus`` more GPUs on ``node`` in ``slot``."""
@@ -308,6 +318,8 @@ class PriceBook:
         insort(by_load[g + n_gpus], node)
         loads[node] = g + n_gpus
         self._free[slot][self._group_of[node]] -= n_gpus
+        if self.memo:
+            self.memo.clear()
 
     def commit(self, plan: Plan) -> None:
         for slot, option in plan.slots:
