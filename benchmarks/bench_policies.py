@@ -5,6 +5,8 @@ Two figures, each measured in a fresh process (so max RSS belongs to that run):
 * ``speed``: the whole trace under one policy (philly_2017 on 512 GPUs,
   itp_2021 on 1,280), jobs simulated per second of wall and CPU time, peak
   memory. A run past ``--limit-s`` seconds is stopped and reported as skipped.
+  ``records_sha256`` (first 16 hex digits of the sha256 of ``repr(records)``)
+  shows whether a speed-up kept every decision.
 * ``decision``: one ``schedule(view, now)`` call on a built state of
   10,000 GPUs (1,250 nodes of 8, 16 per rack) with ``--pending`` jobs waiting
   and ~90% of the GPUs busy; jobs are the first of philly_2017. The state is
@@ -19,6 +21,7 @@ Two figures, each measured in a fresh process (so max RSS belongs to that run):
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import multiprocessing
 import resource
@@ -49,10 +52,12 @@ def speed(policy: str, trace: str, first_n: int | None = None) -> dict[str, obje
     result = Simulator(topology, jobs, make_policy(policy), seed=0).run()
     wall_s, cpu_s = time.perf_counter() - wall, time.process_time() - cpu
     n = len(result.records)
+    rss = _rss_mib()  # before the hash, whose text of every record would count too
+    digest = hashlib.sha256(repr(result.records).encode()).hexdigest()[:16]
     return {"figure": "speed", "policy": policy, "trace": trace, "cluster_gpus": topology.n_gpus,
             "n_jobs": n, "n_steps": result.n_steps, "simulate_s": round(wall_s, 2),
             "cpu_s": round(cpu_s, 2), "jobs_per_s": round(n / wall_s), "jobs_per_cpu_s": round(n / cpu_s),
-            "peak_rss_mib": _rss_mib()}
+            "peak_rss_mib": rss, "records_sha256": digest}
 
 
 def decision(policy_name: str, n_pending: int, n_nodes: int, busy_frac: float,

@@ -19,7 +19,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import Literal
 
 import numpy as np
@@ -83,12 +82,14 @@ class JobTypes:
     """Which GPU types a job can use, worked out once from its rates on each type.
 
     Attributes:
+        rates: The job's rate on each type, as plain floats (the same values).
         usable: Types with a positive rate, ascending.
         at_least: For each usable type, the types at least as fast, ascending.
         fastest: Usable types, fastest first (ties to the lower index).
         tiers: Usable types grouped by equal rate, fastest group first.
     """
 
+    rates: tuple[float, ...]
     usable: tuple[int, ...]
     at_least: tuple[tuple[int, ...], ...]
     fastest: tuple[int, ...]
@@ -101,7 +102,7 @@ class JobTypes:
         fastest = tuple(int(r) for r in np.argsort(-rates, kind="stable") if rates[r] > 0)
         tiers = tuple(tuple(int(t) for t in np.flatnonzero(rates == rate))
                       for rate in sorted({float(rates[r]) for r in usable}, reverse=True))
-        return cls(usable, at_least, fastest, tiers)
+        return cls(tuple(rates.tolist()), usable, at_least, fastest, tiers)
 
 
 # Adds copies of running jobs to this round's layouts (``hadare``): (view, active jobs, layouts).
@@ -129,6 +130,8 @@ class HadarPlanner:
         self._min_nodes_of: dict[tuple[int, int], int] = {}
         self._d_min: dict[str, int] = {}
         self._types: dict[str, JobTypes] = {}
+        # A running job's layout, with the GPUs and copies it was read from: kept while they stay.
+        self._current: dict[str, tuple[tuple[tuple[int, ...], int], Layout]] = {}
 
     @property
     def node_type(self) -> Sequence[int]:
@@ -144,6 +147,7 @@ class HadarPlanner:
         self._rates.forget(job_id)
         self._d_min.pop(job_id, None)
         self._types.pop(job_id, None)
+        self._current.pop(job_id, None)
 
     def _job_types(self, job_id: str, rates: np.ndarray) -> JobTypes:
         # A job's rates are cached until it completes, so what follows from them is too.
@@ -158,8 +162,7 @@ class HadarPlanner:
         active = self._clock.begin(view, now)
         if active is None:
             return Decisions(wake_at=self._clock.wake_at(view, now))
-        theta = self._rates.matrix(view, active)
-        layouts = self._plan(view, active, theta, now)
+        layouts = self._plan(view, active, now)
         if self._add_copies is not None:
             self._add_copies(view, active, layouts)
         decisions = self._decide(view, active, layouts)
@@ -174,46 +177,45 @@ class HadarPlanner:
             self._d_min[state.job_id] = max(1, math.ceil(slots))
         return self._params.utility_gamma3_factor * self._d_min[state.job_id]
 
-    def _plan(self, view: ClusterView, active: list[JobState], theta: np.ndarray,
-              now: float) -> dict[str, Layout]:
+    def _plan(self, view: ClusterView, active: list[JobState], now: float) -> dict[str, Layout]:
         delta = self._params.round_s
-        jobs: list[tuple[JobState, np.ndarray, float, int, float, JobTypes]] = []
+        spread = self._params.spread_factor
+        jobs: list[tuple[JobState, float, int, float, JobTypes]] = []
         densities = []
-        for state, rates in zip(active, theta):
+        for state in active:
+            rates = self._rates.of(view, state)
             types = self._job_types(state.job_id, rates)
             if not types.usable:
                 continue
             remaining = state.remaining_iters(now)
             elapsed = int((now - state.job.submit_time) // delta)
             gamma3 = self._gamma3(state, rates)
-            jobs.append((state, rates, remaining, elapsed, gamma3, types))
+            jobs.append((state, remaining, elapsed, gamma3, types))
+            n_gpus = state.job.n_gpus
             for r in types.usable:
-                d = max(1, math.ceil(remaining / (delta * rates[r])))
+                rate = types.rates[r]
+                d = max(1, math.ceil(remaining / (delta * rate)))
                 f = self._f(elapsed + d, gamma3)
                 # The floor assumes the spread penalty too, so a job that must span
                 # nodes (or types) is still admitted into an empty cluster.
-                d_spread = max(1, math.ceil(remaining / (delta * rates[r] * self._params.spread_factor)))
-                f_spread = self._f(elapsed + d_spread, gamma3) / (state.job.n_gpus * d_spread)
-                densities.append((r, f / (state.job.n_gpus * d), f_spread))
+                d_spread = max(1, math.ceil(remaining / (delta * rate * spread)))
+                f_spread = self._f(elapsed + d_spread, gamma3) / (n_gpus * d_spread)
+                densities.append((r, f / (n_gpus * d), f_spread))
         if not jobs:
             return {}
         lower = 0.5 * min(v for _, _, v in densities)
-        upper = [max([v for r, v, _ in densities if r == t] or [lower]) for t in range(theta.shape[1])]
+        upper = [max([v for r, v, _ in densities if r == t] or [lower]) for t in range(len(self._rates.types))]
         book = PriceBook([n.n_gpus for n in view.topology.nodes], lower,
                          [max(upper[t], lower) for t in self._node_type], self._params.horizon_slots,
                          groups=self._node_type)
         if self._params.order == "utility_density":
-            jobs.sort(key=lambda j: -self._f(j[3] + 1, j[4]) / (j[0].job.n_gpus * self._d_min[j[0].job_id]))
+            jobs.sort(key=lambda j: -self._f(j[2] + 1, j[3]) / (j[0].job.n_gpus * self._d_min[j[0].job_id]))
         layouts: dict[str, Layout] = {}
-        for state, rates, remaining, elapsed, gamma3, types in jobs:
-            n_gpus = state.job.n_gpus
-            # A slot without n_gpus free GPUs of the usable types offers nothing (the
-            # search would find no option), and a job offered nothing gets no plan.
-            rows = [self.slot_options(book, t, rates, n_gpus, types)
-                    if book.free_in(t, types.usable) >= n_gpus else [] for t in range(book.horizon)]
+        for state, remaining, elapsed, gamma3, types in jobs:
+            rows = self._rows(book, types.rates, state.job.n_gpus, types)
             if not any(rows):
                 continue
-            plan = best_plan(rows, remaining, partial(self._finish_utility, elapsed, gamma3),
+            plan = best_plan(rows, remaining, self._finish_utility(elapsed, gamma3),
                              self._params.max_wait_slots)
             if plan is None:
                 continue
@@ -224,15 +226,40 @@ class HadarPlanner:
             self._backfill(view, [j[0] for j in jobs], layouts)
         return layouts
 
+    def _rows(self, book: PriceBook, rates: Sequence[float], n_gpus: int,
+              types: JobTypes) -> list[list[Option]]:
+        """The job's options in each slot of the book (``slot_options`` per slot).
+
+        A slot's options depend only on its loads, and slots often hold equal
+        loads (a plan that runs in every slot takes the same GPUs in each), so
+        each distinct load is searched once and its row shared.
+        """
+        rows: list[list[Option]] = []
+        for t, first in enumerate(book.first_alike()):
+            if first < t:
+                rows.append(rows[first])
+            elif book.free_in(t, types.usable) >= n_gpus:
+                rows.append(self.slot_options(book, t, rates, n_gpus, types))
+            else:
+                # A slot without n_gpus free GPUs of the usable types offers nothing (the
+                # search would find no option), and a job offered nothing gets no plan.
+                rows.append([])
+        return rows
+
     def _f(self, slots: float, gamma3: float) -> float:
         return sigmoid_utility(slots, self._params.utility_gamma1, self._params.utility_gamma2, gamma3)
 
-    def _finish_utility(self, elapsed: int, gamma3: float, t: int) -> float:
-        """Utility of finishing in slot t of this round's plan (slot 0 is now)."""
-        return self._f(elapsed + t + 1, gamma3)
+    def _finish_utility(self, elapsed: int, gamma3: float) -> Callable[[int], float]:
+        """The utility of finishing in slot t of this round's plan (slot 0 is now), as a function of t."""
+        gamma1, gamma2 = self._params.utility_gamma1, self._params.utility_gamma2
 
-    def slot_options(self, book: PriceBook, slot: int, rates: np.ndarray, n_gpus: int,
-                 types: JobTypes | None = None) -> list[Option]:
+        def utility(t: int) -> float:
+            return sigmoid_utility(elapsed + t + 1, gamma1, gamma2, gamma3)
+
+        return utility
+
+    def slot_options(self, book: PriceBook, slot: int, rates: Sequence[float] | np.ndarray, n_gpus: int,
+                     types: JobTypes | None = None) -> list[Option]:
         """Non-dominated ways to hold the job's GPUs in one slot (§3.3, rules of §3.5).
 
         ``types`` is ``JobTypes.of(rates)``, passed when already known.
@@ -240,7 +267,7 @@ class HadarPlanner:
         delta = self._params.round_s
         options: list[Option] = []
         if types is None:
-            types = JobTypes.of(rates)
+            types = JobTypes.of(np.asarray(rates, dtype=float))
         for r in types.usable:
             picked = self._local(book, slot, (r,), n_gpus)
             if picked is None:
@@ -269,7 +296,19 @@ class HadarPlanner:
 
     def _local(self, book: PriceBook, slot: int, types: Sequence[int],
                n_gpus: int) -> tuple[float, tuple[tuple[int, int], ...]] | None:
-        """GPUs of the given types: the cheapest single node that fits, else the fewest nodes."""
+        """GPUs of the given types: the cheapest single node that fits, else the fewest nodes.
+
+        Remembered in the book until it changes: the next job of the same size
+        and types after one that took nothing asks the same question.
+        """
+        key = ("local", slot, tuple(types), n_gpus)
+        if key not in book.memo:
+            book.memo[key] = self._search_local(book, slot, types, n_gpus)
+        found: tuple[float, Take] | None = book.memo[key]
+        return found
+
+    def _search_local(self, book: PriceBook, slot: int, types: Sequence[int],
+                      n_gpus: int) -> tuple[float, Take] | None:
         if book.free_in(slot, types) < n_gpus:
             return None
         fitting = book.cheapest_node(slot, types, n_gpus)
@@ -300,6 +339,8 @@ class HadarPlanner:
         waiting = [s for s in jobs if s.job_id not in layouts]
         for state in waiting:
             usable = self._types[state.job_id].fastest
+            if book.free_in(0, usable) < state.job.n_gpus:
+                continue  # no room in all its types together, so none in any of them
             # One type if any has room (fastest first), else any usable GPUs.
             for types in [*((r,) for r in usable), usable]:
                 picked = self._local(book, 0, types, state.job.n_gpus)
@@ -318,7 +359,7 @@ class HadarPlanner:
         for state in active:
             if state.status is not Status.RUNNING:
                 continue
-            if layouts.get(state.job_id) == current_layout(topology.gpu_node, state):
+            if layouts.get(state.job_id) == self._current_layout(topology.gpu_node, state):
                 layouts.pop(state.job_id)  # unchanged: no restart
                 continue
             preempt.append(state.job_id)
@@ -338,6 +379,16 @@ class HadarPlanner:
                     free.take(ids[:n])
             starts.append(Start(state.job_id, tuple(gpus), copies=len(layout)))
         return Decisions(start=tuple(starts), preempt=tuple(preempt))
+
+    def _current_layout(self, gpu_node: tuple[int, ...], state: JobState) -> Layout:
+        """`current_layout`, worked out again only when the job's GPUs changed."""
+        key = (state.gpu_ids, state.copies)
+        cached = self._current.get(state.job_id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        layout = current_layout(gpu_node, state)
+        self._current[state.job_id] = (key, layout)
+        return layout
 
 
 def current_layout(gpu_node: tuple[int, ...], state: JobState) -> Layout:

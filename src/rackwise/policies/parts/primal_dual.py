@@ -14,6 +14,7 @@ import math
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -59,11 +60,23 @@ class Plan:
     tail_slots: int  # how many slots past the explicit horizon it uses
 
 
-def _greedy(rows: list[Option | None], tail: Option | None, n_tail: int,
-            work: float) -> tuple[float, list[int], int] | None:
-    """Cheapest slots (<= one option each) by cost per progress until ``work`` is covered."""
+Entry = tuple[float, float, int]  # (cost per progress, -progress, slot): the greedy's order
+
+
+def _entries(rows: Sequence[Option | None]) -> list[Entry]:
+    """The rows' options in the order the greedy takes them: cheapest per progress first."""
     entries = [(o.cost / o.progress, -o.progress, t) for t, o in enumerate(rows) if o is not None]
     entries.sort()
+    return entries
+
+
+def _greedy(rows: Sequence[Option | None], entries: list[Entry], tail: Option | None,
+            n_tail: int, work: float) -> tuple[float, list[int], int] | None:
+    """Cheapest slots (<= one option each) by cost per progress until ``work`` is covered.
+
+    ``entries``: the explicit slots the greedy may use, as `_entries` orders
+    them (their options are in ``rows``); ``n_tail`` more slots each offer ``tail``.
+    """
     done = cost = 0.0
     used: list[int] = []
     n_used_tail = 0
@@ -96,6 +109,40 @@ def _greedy(rows: list[Option | None], tail: Option | None, n_tail: int,
     return cost, used, n_used_tail
 
 
+def _cost_floor(by_ratio: Sequence[Option | None], by_speed: Sequence[Option | None],
+                work: float) -> float:
+    """A lower bound on what any plan covering ``work`` costs (-inf when none is known).
+
+    Every unit of progress costs at least the lowest cost per progress on
+    offer (``by_ratio`` holds each slot's lowest), and a plan covers the work
+    up to the fills' tolerance (1e-9, or 1e-9 of a tail slot's progress; the
+    fastest option bounds that). The relative margin of 1e-9 is far above the
+    rounding of the fills' few sums, so the bound holds for the computed costs.
+    """
+    ratio = min([o.cost / o.progress for o in by_ratio if o is not None])
+    fastest = max([o.progress for o in by_speed if o is not None])
+    covered = work - 1e-9 * (1.0 + fastest)
+    if ratio <= 0 or covered <= 0:
+        return -math.inf
+    return ratio * covered * (1.0 - 1e-9)
+
+
+def _earliest_finish(by_speed: Sequence[Option | None], work: float) -> int | None:
+    """The first slot by whose end ``work`` can be done, taking the most progress in every slot."""
+    last = len(by_speed) - 1
+    done = 0.0
+    for t in range(last):
+        option = by_speed[t]
+        if option is not None:
+            done += option.progress
+        if done >= work - 1e-9:
+            return t
+    tail = by_speed[last]
+    if tail is None:
+        return None
+    return last + max(0, math.ceil((work - done) / tail.progress - 1e-9) - 1)
+
+
 def best_plan(options: Sequence[Sequence[Option]], work: float, utility: Callable[[int], float],
               max_wait_slots: int) -> Plan | None:
     """The dual subroutine: the plan maximising utility minus cost, or None if none pays.
@@ -109,39 +156,47 @@ def best_plan(options: Sequence[Sequence[Option]], work: float, utility: Callabl
     """
     if not options:
         return None
-    by_ratio = [row[0] if len(row) == 1 else
-                min(row, key=lambda o: (o.cost / o.progress, -o.progress)) if row else None
-                for row in options]
-    by_speed = [row[0] if len(row) == 1 else
-                max(row, key=lambda o: (o.progress, -o.cost)) if row else None for row in options]
-    # With one option a slot (the common case) both pick the same, and so would both fills.
-    fills = (by_ratio,) if all(a is b for a, b in zip(by_ratio, by_speed)) else (by_ratio, by_speed)
-    last = len(options) - 1
-    # Earliest feasible finish: the most progress in every slot.
-    done, t_min = 0.0, None
-    for t in range(last):
-        option = by_speed[t]
-        done += option.progress if option is not None else 0.0
-        if done >= work - 1e-9:
-            t_min = t
-            break
+    fills: tuple[list[Option | None], ...]
+    if all(len(row) <= 1 for row in options):
+        # One option a slot at most (the common case): the cheapest is the fastest.
+        by_ratio = by_speed = [row[0] if row else None for row in options]
+        fills = (by_ratio,)
+    else:
+        by_ratio = [min(row, key=lambda o: (o.cost / o.progress, -o.progress)) if row else None
+                    for row in options]
+        by_speed = [max(row, key=lambda o: (o.progress, -o.cost)) if row else None for row in options]
+        # When both pick the same everywhere, so would both fills.
+        same = all(a is b for a, b in zip(by_ratio, by_speed))
+        fills = (by_ratio,) if same else (by_ratio, by_speed)
+    t_min = _earliest_finish(by_speed, work)
     if t_min is None:
-        tail = by_speed[last]
-        if tail is None:
-            return None
-        t_min = last + max(0, math.ceil((work - done) / tail.progress - 1e-9) - 1)
+        return None
+    candidates = range(t_min, t_min + max_wait_slots + 1)
+    utilities = [utility(t_hat) for t_hat in candidates]
+    # A job priced out (about half of those planned in a busy round) is told so
+    # here, without the fills: no plan can cost less than this floor.
+    if max(utilities) <= _cost_floor(by_ratio, by_speed, work):
+        return None
+    last = len(options) - 1
+    # Every candidate finish slot orders the explicit slots alike: sort them once per fill.
+    ordered = [_entries(rows[:last]) for rows in fills]
     best: Plan | None = None
-    for t_hat in range(t_min, t_min + max_wait_slots + 1):
+    repeat: tuple[int, Picked] | None = None  # (n_rows, fill) that later candidates repeat
+    for t_hat, finish_utility in zip(candidates, utilities):
         n_rows = min(t_hat + 1, last)  # explicit slots 0..n_rows-1
         n_tail = t_hat + 1 - n_rows  # copies of the last row
-        for rows in fills:
-            picked = _greedy(rows[:n_rows], rows[last], n_tail, work)
-            if picked is not None:
-                break
+        if repeat is not None and repeat[0] == n_rows:
+            rows, picked = repeat[1]
+        else:
+            rows, picked = _fill(fills, ordered, n_rows, n_tail, work)
+            # A first-kind fill that left tail slots unused took every step as it
+            # would with more of them: later candidates (one more tail slot each) repeat it.
+            repeat = ((n_rows, (rows, picked)) if picked is not None and rows is fills[0]
+                      and picked[2] < n_tail else None)
         if picked is None:
             continue
         cost, used, n_used_tail = picked
-        payoff = utility(t_hat) - cost
+        payoff = finish_utility - cost
         if payoff > 0 and (best is None or payoff > best.payoff):
             slots = [(t, rows[t]) for t in sorted(used)]
             if n_used_tail:
@@ -149,6 +204,23 @@ def best_plan(options: Sequence[Sequence[Option]], work: float, utility: Callabl
             best = Plan(payoff, t_hat, tuple((t, o) for t, o in slots if o is not None),
                         n_used_tail)
     return best
+
+
+Picked = tuple[Sequence[Option | None], tuple[float, list[int], int] | None]  # (fill's rows, greedy)
+
+
+def _fill(fills: Sequence[Sequence[Option | None]], ordered: Sequence[list[Entry]], n_rows: int,
+          n_tail: int, work: float) -> Picked:
+    """The first fill whose greedy covers the work with the first ``n_rows`` slots and ``n_tail`` more."""
+    last = len(fills[0]) - 1
+    picked = None
+    for rows, entries in zip(fills, ordered):
+        if n_rows < last:
+            entries = [e for e in entries if e[2] < n_rows]
+        picked = _greedy(rows, entries, rows[last], n_tail, work)
+        if picked is not None:
+            break
+    return rows, picked
 
 
 class PriceBook:
@@ -160,25 +232,29 @@ class PriceBook:
     price curve form a class, and each class keeps its nodes sorted by load:
     the questions a planner asks for every job (free GPUs, the cheapest node
     with room, nodes by free GPUs) then cost in classes x loads, not in nodes.
-    ``load`` is read-only: change it with `take` or `commit`.
+    ``load`` is a read-only copy: change the book with `take` or `commit`.
+    ``memo`` holds what callers work out from the book; every change empties it.
     """
 
     def __init__(self, capacity: Sequence[int], lower: float, upper: Sequence[float],
                  horizon: int, groups: Sequence[int] | None = None) -> None:
         self.capacity = np.asarray(capacity, dtype=int)
-        n_nodes = len(self.capacity)
+        # Plain ints and lists on the hot paths: a book is built twice a round and
+        # asked about, and changed, for every job; numpy scalars would cost more there.
+        caps: list[int] = self.capacity.tolist()
+        n_nodes = len(caps)
         labels = [0] * n_nodes if groups is None else [int(g) for g in groups]
-        self._load = np.zeros((horizon, n_nodes), dtype=int)
-        self.load = self._load.view()
-        self.load.flags.writeable = False
+        self._caps = caps
+        self._loads = [[0] * n_nodes for _ in range(horizon)]  # [slot][node]: committed GPUs
         keys: dict[tuple[int, int, float], int] = {}
-        self._class_of = [keys.setdefault((g, int(c), float(u)), len(keys))
-                          for g, c, u in zip(labels, self.capacity, upper)]
+        self._class_of = [keys.setdefault((g, c, float(u)), len(keys))
+                          for g, c, u in zip(labels, caps, upper)]
         self._group_of = labels
         self._cap = [c for _, c, _ in keys]
         curves = [np.concatenate([[0.0], np.cumsum(position_prices(lower, u, c))]) for _, c, u in keys]
-        self._cum = [curves[k] for k in self._class_of]  # per node; nodes of a class share one
-        self._cum_values = [curve.tolist() for curve in curves]  # plain floats: the same values, faster
+        # Plain floats: the same values, faster.
+        self._cum_values: list[list[float]] = [curve.tolist() for curve in curves]
+        self._cum = [self._cum_values[k] for k in self._class_of]  # per node; a class's nodes share one
         self._group_classes: dict[int, list[int]] = {}
         self._classes_of: dict[tuple[int, ...], list[int]] = {}
         for k, (g, _, _) in enumerate(keys):
@@ -190,37 +266,60 @@ class PriceBook:
         self._by_load = [[[list(members[k]) if g == 0 else [] for g in range(cap + 1)]
                           for k, cap in enumerate(self._cap)] for _ in range(horizon)]
         free = dict.fromkeys(self._group_classes, 0)
-        for g, c in zip(labels, self.capacity):
-            free[g] += int(c)
+        for g, c in zip(labels, caps):
+            free[g] += c
         self._free = [dict(free) for _ in range(horizon)]
+        self.memo: dict[object, Any] = {}  # answers worked out from the book, until it changes
 
     @property
     def horizon(self) -> int:
-        return self._load.shape[0]
+        return len(self._loads)
+
+    @property
+    def load(self) -> np.ndarray:
+        """Committed GPUs per slot and node (a read-only copy): change them with `take` or `commit`."""
+        load = np.array(self._loads, dtype=int).reshape(self.horizon, len(self._caps))
+        load.flags.writeable = False
+        return load
+
+    def first_alike(self) -> list[int]:
+        """For each slot, the first slot holding the same loads on every node (so the same prices).
+
+        Kept until the book changes: the jobs a planner turns away in between ask again.
+        """
+        alike: list[int] | None = self.memo.get("first_alike")
+        if alike is None:
+            loads = self._loads
+            alike = self.memo["first_alike"] = [loads.index(row) for row in loads]  # first equal row
+        return alike
 
     def cost(self, slot: int, node: int, n_gpus: int) -> float:
         """Marginal price of taking ``n_gpus`` more GPUs on ``node`` in ``slot``."""
-        g = self._load[slot, node]
-        return float(self._cum[node][g + n_gpus] - self._cum[node][g])
+        g = self._loads[slot][node]
+        cum = self._cum[node]
+        return cum[g + n_gpus] - cum[g]
 
     def next_price(self, slot: int, node: int) -> float:
-        g = self._load[slot, node]
-        return float(self._cum[node][g + 1] - self._cum[node][g]) if g < self.capacity[node] else math.inf
+        g = self._loads[slot][node]
+        return self._cum[node][g + 1] - self._cum[node][g] if g < self._caps[node] else math.inf
 
     def free(self, slot: int, node: int) -> int:
-        return int(self.capacity[node] - self._load[slot, node])
+        return self._caps[node] - self._loads[slot][node]
 
     def take(self, slot: int, node: int, n_gpus: int) -> None:
         """Commit ``n_gpus`` more GPUs of ``node`` in ``slot``."""
-        g = int(self._load[slot, node])
-        if not 0 <= g + n_gpus <= self.capacity[node]:
+        loads = self._loads[slot]
+        g = loads[node]
+        if not 0 <= g + n_gpus <= self._caps[node]:
             raise ValueError(f"node {node} has {self.free(slot, node)} free GPUs in slot {slot}, "
                              f"not {n_gpus}")
         by_load = self._by_load[slot][self._class_of[node]]
         del by_load[g][bisect_left(by_load[g], node)]
         insort(by_load[g + n_gpus], node)
-        self._load[slot, node] = g + n_gpus
+        loads[node] = g + n_gpus
         self._free[slot][self._group_of[node]] -= n_gpus
+        if self.memo:
+            self.memo.clear()
 
     def commit(self, plan: Plan) -> None:
         for slot, option in plan.slots:
@@ -286,7 +385,7 @@ def cheapest_gpus(book: PriceBook, slot: int, nodes: Sequence[int],
         price, node = heapq.heappop(heap)
         cost += price
         taken[node] = taken.get(node, 0) + 1
-        g = book.load[slot, node] + taken[node]
-        if g < book.capacity[node]:
-            heapq.heappush(heap, (float(book._cum[node][g + 1] - book._cum[node][g]), node))
+        g = book._loads[slot][node] + taken[node]
+        if g < book._caps[node]:
+            heapq.heappush(heap, (book._cum[node][g + 1] - book._cum[node][g], node))
     return cost, tuple(sorted(taken.items()))
