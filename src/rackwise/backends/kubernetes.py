@@ -439,11 +439,7 @@ class KubernetesBackend:
         if len(errors) == len(victims):
             return Outcome("preempt", job_id, False, errors[0] if errors else "no pod to delete",
                            nodes)
-        run_start = self._run_start.pop(job_id, now)
-        self._run_s[job_id] = self._run_s.get(job_id, 0.0) + max(0.0, now - run_start)
-        self._n_preemptions[job_id] = self._n_preemptions.get(job_id, 0) + 1
-        self._queued[job_id] = now
-        self._preempted[job_id] = (self._clock(), t.job)
+        self._requeue(t.job, now)
         self._intended.pop(job_id, None)
         t.kind = "draining"
         if errors:
@@ -506,6 +502,10 @@ class KubernetesBackend:
                 self.api.delete(*pod_key(pod))
             except KubeApiError as exc:
                 log.error("job %s: cannot delete pod %s: %s", job.job_id, pod_key(pod)[1], exc)
+        self._requeue(job, now)
+
+    def _requeue(self, job: Job, now: float) -> None:
+        """Book a job whose pods were deleted: its run so far, one restart, back in the queue."""
         run_start = self._run_start.pop(job.job_id, now)
         self._run_s[job.job_id] = self._run_s.get(job.job_id, 0.0) + max(0.0, now - run_start)
         self._n_preemptions[job.job_id] = self._n_preemptions.get(job.job_id, 0) + 1
