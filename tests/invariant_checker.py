@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from rackwise.cluster.allocation import SLICED, SLICES_PER_GPU, slices_of
 from rackwise.sim.engine import Simulator
 from rackwise.workload.state import Status
 
@@ -30,9 +31,14 @@ class InvariantChecker:
         # every running job holds exactly its GPUs, and nobody else holds any; a GPU
         # holds two jobs only if they share it as each other's partners (space sharing)
         expected: list[str | None] = [None] * topology.n_gpus
+        split: dict[int, dict[str, int]] = {}  # GPU -> slices of each fractional job on it
         for job_id in sorted(sim.running):
             state = sim.running[job_id]
             assert state.status is Status.RUNNING
+            if state.job.is_fractional:
+                (gpu,) = state.gpu_ids
+                split.setdefault(gpu, {})[job_id] = slices_of(state.job.gpu_share)
+                continue
             copies = getattr(state, "copies", 1)
             if copies > 1:
                 self.forked.add(job_id)
@@ -51,6 +57,13 @@ class InvariantChecker:
             if job_id is not None and sim.running[job_id].partner is not None:
                 expected[gpu] = owner[gpu] if owner[gpu] in (job_id, sim.running[job_id].partner) \
                     else job_id
+        # a split GPU holds fractional jobs only, their slices add up to at most a whole GPU
+        for gpu, tenants in split.items():
+            assert expected[gpu] is None, f"GPU {gpu} held by {expected[gpu]} and split"
+            assert sum(tenants.values()) <= SLICES_PER_GPU
+            assert sim.allocation.room[gpu] == SLICES_PER_GPU - sum(tenants.values())
+            expected[gpu] = SLICED
+        assert sim.allocation.tenants == split
         assert owner == expected
 
         # free + allocated = capacity, per node, per rack and in total

@@ -4,15 +4,29 @@
 `TentativeAllocation` is a cheap overlay a policy uses to try out several
 starts and preemptions in one decision without touching the live state.
 Both answer the read-only `FreeGpus` protocol that placement strategies use.
+
+A fractional job (a share of one GPU) holds slices of a GPU: thousandths,
+so that shares add up exactly. A GPU split among fractional jobs is owned
+by `SLICED` in the ownership table, so whole-GPU placements never see it
+as free, and its tenants and free slices are kept beside the table.
 """
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 from typing import Protocol
 
 from rackwise.cluster.topology import Topology
+
+SLICES_PER_GPU = 1000
+SLICED = "~sliced"  # the owner of a GPU split among fractional jobs
+
+
+def slices_of(share: float) -> int:
+    """Slices (thousandths of a GPU) a job's share takes: rounded up, at least one."""
+    return min(SLICES_PER_GPU, max(1, math.ceil(share * SLICES_PER_GPU - 1e-9)))
 
 
 class FreeGpus(Protocol):
@@ -42,6 +56,14 @@ class FreeGpus(Protocol):
         ...
 
 
+class FreeSlices(FreeGpus, Protocol):
+    """`FreeGpus`, and where a fractional job fits among the GPUs split so far."""
+
+    def sliced_gpu_for(self, slices: int) -> int | None:
+        """The split GPU with the fewest free slices that still has ``slices`` free, or None."""
+        ...
+
+
 class Allocation:
     """The live GPU ownership table of one cluster.
 
@@ -61,6 +83,8 @@ class Allocation:
         self._by_free: list[dict[int, None]] = [{} for _ in range(topology.max_gpus_per_node + 1)]
         for node in topology.nodes:
             self._by_free[node.n_gpus][node.node_id] = None
+        self.tenants: dict[int, dict[str, int]] = {}  # split GPU -> {fractional job: slices}
+        self.room: dict[int, int] = {}  # split GPU -> its free slices
 
     # ------------------------------------------------------------------ queries
     @property
@@ -91,6 +115,9 @@ class Allocation:
             if bucket:
                 return next(iter(bucket))
         return None
+
+    def sliced_gpu_for(self, slices: int) -> int | None:
+        return _best_fit(self.room.items(), slices)
 
     def node_order(self) -> tuple[int, ...]:
         """Every node, as the free-count buckets hold them (placements break ties by it)."""
@@ -124,6 +151,25 @@ class Allocation:
             free_ids[gpu_node[gpu]].remove(gpu)
         self._recount(gpu_ids)
 
+    def allocate_slices(self, job_id: str, gpu: int, slices: int) -> None:
+        """Give ``slices`` of one GPU to a fractional job: a free GPU is split first."""
+        if self.owner[gpu] is None:
+            self.allocate(SLICED, (gpu,))
+            self.tenants[gpu] = {}
+            self.room[gpu] = SLICES_PER_GPU
+        elif self.room.get(gpu, 0) < slices:
+            raise ValueError(f"GPU {gpu} has no {slices} free slices")
+        self.tenants[gpu][job_id] = slices
+        self.room[gpu] -= slices
+
+    def release_slices(self, job_id: str, gpu: int) -> None:
+        """Take a fractional job's slices back; a GPU left with no tenant is free again."""
+        tenants = self.tenants[gpu]
+        self.room[gpu] += tenants.pop(job_id)
+        if not tenants:
+            del self.tenants[gpu], self.room[gpu]
+            self.release((gpu,))
+
     def release(self, gpu_ids: Iterable[int]) -> None:
         gpu_ids = tuple(gpu_ids)  # read twice
         owner, gpu_node, free_ids = self.owner, self.topology.gpu_node, self._free_ids
@@ -148,6 +194,15 @@ class Allocation:
             self._n_free += after - before
 
 
+def _best_fit(rooms: Iterable[tuple[int, int]], slices: int) -> int | None:
+    """The GPU with the least room that still holds ``slices`` (the lowest id among equals)."""
+    best: tuple[int, int] | None = None
+    for gpu, room in rooms:
+        if room >= slices and (best is None or (room, gpu) < best):
+            best = (room, gpu)
+    return None if best is None else best[1]
+
+
 _BUCKET_TOUCHED_FROM = 32  # touched nodes beyond which an overlay buckets them by free count
 
 
@@ -167,6 +222,7 @@ class TentativeAllocation:
         self._touched_at: list[list[int]] | None = None
         self._rack_delta: dict[int, int] = {}
         self._n_free = base.n_free
+        self._room: dict[int, int] = {}  # split GPUs whose free slices differ from the base's
 
     @property
     def n_free(self) -> int:
@@ -220,6 +276,20 @@ class TentativeAllocation:
                 if node not in touched:
                     return node
         return best
+
+    def sliced_gpu_for(self, slices: int) -> int | None:
+        rooms = {**self._base.room, **self._room}
+        return _best_fit(rooms.items(), slices)
+
+    def take_slices(self, gpu: int, slices: int) -> None:
+        """Mark slices of a GPU as used in this overlay (a free GPU is split first)."""
+        room = self._room.get(gpu, self._base.room.get(gpu))
+        if room is None:
+            self.take((gpu,))
+            room = SLICES_PER_GPU
+        if room < slices:
+            raise ValueError(f"GPU {gpu} has no {slices} free slices")
+        self._room[gpu] = room - slices
 
     def take(self, gpu_ids: Iterable[int]) -> None:
         """Mark free GPUs as used in this overlay."""

@@ -14,6 +14,7 @@ from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import NoReturn
 
+from rackwise.cluster.allocation import SLICED, SLICES_PER_GPU, slices_of
 from rackwise.engine.contract import Decisions, Start
 from rackwise.engine.view import ClusterView
 from rackwise.errors import InvalidDecisionError
@@ -30,6 +31,7 @@ class EngineSupport:
 
     forking_refused: str | None = f"a forked job (copies > 1) {ONLY_IN_SIMULATION}"
     sharing_refused: str | None = f"space sharing {ONLY_IN_SIMULATION}"
+    fractions_refused: str | None = f"a fractional job {ONLY_IN_SIMULATION}"
 
 
 LIVE_CLUSTER = EngineSupport()
@@ -42,6 +44,7 @@ class _Placed:
     gpu_ids: tuple[int, ...]
     n_gpus: int
     copies: int
+    slices: int = 0  # of its one GPU, for a fractional job
 
 
 class _Replay:
@@ -53,6 +56,7 @@ class _Replay:
         self.partner: dict[str, str | None] = {}
         self.started: dict[str, _Placed] = {}
         self.stopped: set[str] = set()
+        self.room: dict[int, int] = {}  # split GPUs whose free slices changed
 
     def is_running(self, job_id: str) -> bool:
         return job_id in self.started or (job_id in self.view.running and job_id not in self.stopped)
@@ -69,13 +73,27 @@ class _Replay:
         state = self.view.running.get(job_id)
         return state.partner if state is not None else None
 
+    def room_on(self, gpu: int) -> int | None:
+        return self.room[gpu] if gpu in self.room else self.view.room_on(gpu)
+
     def placed(self, job_id: str) -> _Placed:
         if job_id in self.started:
             return self.started[job_id]
         state = self.view.running[job_id]
-        return _Placed(state.gpu_ids, state.n_gpus, state.copies)
+        job = state.job
+        return _Placed(state.gpu_ids, state.n_gpus, state.copies,
+                       slices_of(job.gpu_share) if job.is_fractional else 0)
 
     def preempt(self, job_id: str) -> None:
+        placed = self.placed(job_id)
+        if placed.slices:
+            gpu = placed.gpu_ids[0]
+            room = self.room[gpu] = self.room_on(gpu) + placed.slices  # type: ignore[operator]
+            if room == SLICES_PER_GPU:
+                self.owner[gpu] = None
+            self.started.pop(job_id, None)
+            self.stopped.add(job_id)
+            return
         partner = self.partner_of(job_id)
         for gpu in self.placed(job_id).gpu_ids:
             self.owner[gpu] = partner  # a partner runs on alone on the GPUs; else they are free
@@ -84,6 +102,13 @@ class _Replay:
         self.partner[job_id] = None
         self.started.pop(job_id, None)
         self.stopped.add(job_id)
+
+    def start_slices(self, start: Start, slices: int) -> None:
+        gpu = start.gpu_ids[0]
+        room = self.room_on(gpu)
+        self.owner[gpu] = SLICED
+        self.room[gpu] = (SLICES_PER_GPU if room is None else room) - slices
+        self.started[start.job_id] = _Placed(start.gpu_ids, 1, 1, slices)
 
     def start(self, start: Start, n_gpus: int) -> None:
         self.started[start.job_id] = _Placed(start.gpu_ids, n_gpus, start.copies)
@@ -136,6 +161,9 @@ def _check_by_replay(view: ClusterView, decisions: Decisions, finished: Containe
             reject(f"cannot start job {job_id}: it is {where}")
         state = view.pending[job_id] if job_id in view.pending else view.running[job_id]
         n_gpus = state.job.n_gpus
+        if state.job.is_fractional:
+            _check_fractional(replay, start, state.job.gpu_share, support, reject)
+            continue
         if start.beside is None:
             copies = start.copies
             if copies < 1:
@@ -169,7 +197,7 @@ def _plain_starts_fit(view: ClusterView, decisions: Decisions) -> bool:
     for start in decisions.start:
         state = pending.get(start.job_id)
         if (state is None or start.job_id in started or start.beside is not None or start.copies != 1
-                or len(start.gpu_ids) != state.job.n_gpus):
+                or len(start.gpu_ids) != state.job.n_gpus or state.job.is_fractional):
             return False
         for gpu in start.gpu_ids:
             if gpu in taken or not 0 <= gpu < n_gpus or owners[gpu] is not None:
@@ -177,6 +205,24 @@ def _plain_starts_fit(view: ClusterView, decisions: Decisions) -> bool:
             taken.add(gpu)
         started.add(start.job_id)
     return True
+
+
+def _check_fractional(replay: _Replay, start: Start, share: float, support: EngineSupport,
+                      reject: _Reject) -> None:
+    job_id = start.job_id
+    if support.fractions_refused is not None:
+        reject(f"job {job_id} asks for {share:g} of a GPU: {support.fractions_refused}")
+    if start.beside is not None or start.copies != 1 or len(start.gpu_ids) != 1:
+        reject(f"job {job_id} asks for {share:g} of a GPU, so it starts on exactly one GPU, "
+               f"unforked and beside no partner; got {list(start.gpu_ids)}")
+    gpu = start.gpu_ids[0]
+    if not 0 <= gpu < replay.view.topology.n_gpus:
+        reject(f"job {job_id}: GPU {gpu} does not exist")
+    holder, room, slices = replay.owner_of(gpu), replay.room_on(gpu), slices_of(share)
+    if holder is not None and (holder != SLICED or room is None or room < slices):
+        reject(f"job {job_id}: GPU {gpu} has no room for {share:g} of a GPU "
+               f"(held by {holder}, {room or 0} of {SLICES_PER_GPU} slices free)")
+    replay.start_slices(start, slices)
 
 
 def _check_pair(replay: _Replay, start: Start, n_gpus: int, support: EngineSupport,

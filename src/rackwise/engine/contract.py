@@ -39,6 +39,8 @@ class Capabilities:
             training on all their samples (1: every copy counts fully).
         shares_gpus: It may start a job beside another on the same GPUs
             (``Start.beside``).
+        fractional_gpus: It can run fractional jobs (``Job.gpu_share < 1``),
+            each started on one GPU that it splits with other such jobs.
     """
 
     preempts: bool = False
@@ -49,6 +51,7 @@ class Capabilities:
     fork_overhead: Callable[[Job], float] | None = None
     copy_efficiency: float = 1.0
     shares_gpus: bool = False
+    fractional_gpus: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +66,9 @@ class Start:
     sharing): ``gpu_ids`` are then exactly that job's GPUs, and both run at
     the paired speed the performance model measures (`SharedGpus`). A GPU
     is never shared by more than two jobs; only the simulator runs pairs.
+
+    A fractional job (``Job.gpu_share < 1``) is started on one GPU, free or
+    already split among fractional jobs with room for its share.
     """
 
     job_id: str

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from rackwise.cluster.allocation import SLICED, SLICES_PER_GPU, slices_of
 from rackwise.cluster.topology import Links, Node, Topology
 from rackwise.errors import InputError
 from rackwise.workload.job import Job, Parallelism
@@ -149,7 +150,7 @@ def from_view(view: Any, now: float, *, source: str, policy_name: str = "fifo",
     owned = {s.job_id for s in running}
     for gpu in range(view.topology.n_gpus):
         owner = view.owner_of(gpu)
-        if owner is not None and owner not in owned:
+        if owner is not None and owner not in owned and owner != SLICED:
             held.setdefault(owner if owner.startswith(HELD_PREFIX) else HELD_PREFIX + owner,
                             []).append(gpu)
     predicted = dict(predicted_duration_s or {})
@@ -201,6 +202,7 @@ def validate(snapshot: ClusterSnapshot, *, now_s: float | None = None,
     seen: set[str] = set()
     owner: dict[int, str] = {}
     claimed: dict[str, JobState] = {}  # running jobs whose GPUs are claimed
+    split: dict[int, int] = {}  # GPU -> slices its fractional jobs take
     running_ids = {state.job_id for state in snapshot.running}
     per_node = [0] * topology.n_nodes
     for kind, states in (("running", snapshot.running), ("pending", snapshot.pending)):
@@ -233,6 +235,15 @@ def validate(snapshot: ClusterSnapshot, *, now_s: float | None = None,
                                          f"{partner.job_id}, but they do not hold the same GPUs "
                                          f"as each other's partners", field="running.partner")
                     continue
+            if job.is_fractional:  # its GPU is split: claimed once, by SLICED
+                used = split[gpus[0]] = split.get(gpus[0], 0) + slices_of(job.gpu_share)
+                if used > SLICES_PER_GPU:
+                    raise InputError(f"running job {job.job_id} takes {job.gpu_share:g} of GPU "
+                                     f"{gpus[0]}, whose shares then add up above 1",
+                                     field="running.gpu_ids")
+                if owner.get(gpus[0]) != SLICED:
+                    _claim(owner, per_node, topology, gpus[0], SLICED)
+                continue
             claimed[job.job_id] = state
             for gpu in gpus:
                 _claim(owner, per_node, topology, gpu, job.job_id)

@@ -55,8 +55,16 @@ class ClusterView:
     def free_gpu_ids(self, node_id: int) -> list[int]:
         return self._allocation.free_gpu_ids(node_id)
 
+    def sliced_gpu_for(self, slices: int) -> int | None:
+        """The split GPU a fractional job of ``slices`` thousandths fills best, or None."""
+        return self._allocation.sliced_gpu_for(slices)
+
+    def room_on(self, gpu_id: int) -> int | None:
+        """Free slices of a GPU split among fractional jobs (None: not split)."""
+        return self._allocation.room.get(gpu_id)
+
     def owner_of(self, gpu_id: int) -> str | None:
-        """The job holding a GPU, or None if it is free."""
+        """The job holding a GPU, `SLICED` if fractional jobs split it, or None if it is free."""
         return self._allocation.owner[gpu_id]
 
     @property

@@ -35,18 +35,20 @@ class BasePolicy:
         preempts: The policy may return preemptions.
         needs_oracle: The policy reads true job durations or iterations.
         needs_extra: The optional install the policy needs, if any.
+        fractional_gpus: The policy can run jobs that ask for a share of one GPU.
     """
 
     name: ClassVar[str] = "base"
     preempts: ClassVar[bool] = False
     needs_oracle: ClassVar[bool] = False
     needs_extra: ClassVar[str | None] = None
+    fractional_gpus: ClassVar[bool] = False
 
     @property
     def capabilities(self) -> Capabilities:
         """The class flags as one record; round-based or forking policies add theirs."""
         return Capabilities(preempts=self.preempts, needs_oracle=self.needs_oracle,
-                            needs_extra=self.needs_extra)
+                            needs_extra=self.needs_extra, fractional_gpus=self.fractional_gpus)
 
     __pydantic_config__: ClassVar[dict[str, str]] = {"extra": "forbid"}
 

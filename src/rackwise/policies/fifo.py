@@ -19,14 +19,17 @@ class Fifo(BasePolicy):
         placement: A placement strategy name (see ``rackwise policies``).
         backfill: Let later jobs that fit start while the head job waits
             (no reservation, so a large head job can wait long).
+
+    Fractional jobs share GPUs, packed by `fractional_gpu`.
     """
 
     name: ClassVar[str] = "fifo"
+    fractional_gpus: ClassVar[bool] = True
     placement: str = "consolidated"
     backfill: bool = False
 
     def schedule(self, view: ClusterView, now: float) -> Decisions:
-        if view.n_free == 0 or not view.pending:
+        if not view.pending or (view.n_free == 0 and view.sliced_gpu_for(1) is None):
             return Decisions()
         place = get_placement(self.placement)
         starts = start_in_order(view, view.pending.values(), place, self.rng_, backfill=self.backfill)

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from rackwise.cluster.allocation import Allocation
+from rackwise.cluster.allocation import Allocation, slices_of
 from rackwise.cluster.topology import Topology
 from rackwise.engine.checks import EngineSupport, check_decisions
 from rackwise.engine.contract import Decisions, Policy
@@ -126,8 +126,9 @@ class Simulator:
         self._comm_of = getattr(self.perf, "comm_per_iter_s", None)
         # Optional: models that price two jobs on the same GPUs (space sharing).
         self._sharing_factor = getattr(self.perf, "sharing_factor", None)
+        _check_policy_runs_fractions(self.jobs, policy)
         self._support = EngineSupport(
-            forking_refused=None,
+            forking_refused=None, fractions_refused=None,
             sharing_refused=None if self._sharing_factor is not None else (
                 f"performance model {type(self.perf).__name__} has no paired throughputs "
                 f"(use the network model)"))
@@ -160,7 +161,10 @@ class Simulator:
         for owner, gpu_ids in (held_gpus or {}).items():
             sim.allocation.allocate(owner, gpu_ids)
         for state in running:
-            if state.partner is None or state.partner not in sim.running:  # a pair holds its GPUs once
+            if state.job.is_fractional:
+                sim.allocation.allocate_slices(state.job_id, state.gpu_ids[0],
+                                               slices_of(state.job.gpu_share))
+            elif state.partner is None or state.partner not in sim.running:  # a pair holds its GPUs once
                 sim.allocation.allocate(state.job_id, state.gpu_ids)
             sim.running[state.job_id] = state
         rank = {job_id: index for index, job_id in enumerate(completion_order)}
@@ -354,6 +358,8 @@ class Simulator:
             changed.add(start.job_id)
             if start.beside is not None:
                 changed.add(start.beside)
+            if state.job.is_fractional:
+                changed.update(self.allocation.tenants[start.gpu_ids[0]])
         if changed:
             self._update_rates(changed, now)
         wake_at = decisions.wake_at
@@ -374,7 +380,9 @@ class Simulator:
             self.pending.update(kept)
             self._pending_holes = 0
         state.copies = copies
-        if beside is None:
+        if state.job.is_fractional:
+            self.allocation.allocate_slices(state.job_id, gpu_ids[0], slices_of(state.job.gpu_share))
+        elif beside is None:
             self.allocation.allocate(state.job_id, gpu_ids)
         else:  # the GPUs stay its partner's in the table; both jobs hold them
             state.partner = beside
@@ -394,7 +402,11 @@ class Simulator:
         state.advance(now)
         state.overhead_s += max(0.0, min(now, state.busy_until) - state.run_start)
         partner = state.partner
-        if partner is None:
+        if state.job.is_fractional:  # its GPU's other tenants now run at a new pace
+            gpu = state.gpu_ids[0]
+            self.allocation.release_slices(state.job_id, gpu)
+            changed.update(self.allocation.tenants.get(gpu, ()))
+        elif partner is None:
             self.allocation.release(state.gpu_ids)
         else:  # the partner runs on alone, now at its own pace
             self.allocation.hand_over(state.gpu_ids, partner)
@@ -433,6 +445,8 @@ class Simulator:
                 rate = forked_rate(self.perf, state, running, frac, self._copy_efficiency)
             elif state.partner is not None:
                 rate *= self._pair_factor(state)
+            elif state.job.is_fractional:
+                rate *= self._tenancy_factor(state)
             if job_id not in changed and rate == state.rate_iters_per_s:
                 continue
             state.advance(now)
@@ -455,6 +469,24 @@ class Simulator:
         gpu_type = self.topology.gpu_type_of(state.gpu_ids[0])
         factor = self._sharing_factor(state.job, self.running[state.partner].job, gpu_type)
         return min(max(float(factor), MIN_PAIR_FACTOR), 1.0)
+
+    def _tenancy_factor(self, state: JobState) -> float:
+        """Speed a fractional job keeps beside the other jobs splitting its GPU.
+
+        Each tenant takes the measured pair slowdown weighted by its share
+        (`PerfModel.sharing_factor`); a model without pair figures charges nothing.
+        """
+        if self._sharing_factor is None:
+            return 1.0
+        gpu = state.gpu_ids[0]
+        gpu_type = self.topology.gpu_type_of(gpu)
+        factor = 1.0
+        for other_id in sorted(self.allocation.tenants[gpu]):
+            if other_id != state.job_id:
+                other = self.running[other_id].job
+                loss = 1.0 - float(self._sharing_factor(state.job, other, gpu_type))
+                factor *= 1.0 - loss * other.gpu_share
+        return max(factor, MIN_PAIR_FACTOR)
 
     # ---------------------------------------------------------------- helpers
     def _push(self, time: float, kind: EventKind, payload: CompletionKey = NO_PAYLOAD) -> None:
@@ -520,6 +552,19 @@ def _check_jobs(jobs: list[Job], topology: Topology) -> None:
                              field="duration_s")
         if job.n_gpus <= 0:
             raise InputError(f"job {job.job_id} asks for {job.n_gpus} GPUs", field="n_gpus")
+        if not 0.0 < job.gpu_share <= 1.0 or (job.is_fractional and job.n_gpus != 1):
+            raise InputError(f"job {job.job_id} asks for {job.gpu_share:g} of a GPU on "
+                             f"{job.n_gpus} GPUs; a share must be in (0, 1], and below 1 "
+                             f"only for a one-GPU job", field="gpu_share")
+
+
+def _check_policy_runs_fractions(jobs: list[Job], policy: Policy) -> None:
+    fractional = next((job for job in jobs if job.is_fractional), None)
+    if fractional is not None and not policy.capabilities.fractional_gpus:
+        raise InputError(
+            f"policy '{policy.name}' cannot run fractional jobs (job {fractional.job_id} asks for "
+            f"{fractional.gpu_share:g} of a GPU); use fifo or fifo-backfill, or read the trace "
+            f"with fractional_gpus: round_up", field="gpu_share")
 
 
 def simulate(topology: Topology, jobs: Iterable[Job], policy: Policy, **kwargs: object) -> SimResult:

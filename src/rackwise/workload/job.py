@@ -35,6 +35,9 @@ class Job:
         job_id: Unique id within a workload.
         submit_time: Seconds from the start of the workload.
         n_gpus: GPUs the job asks for (gang-scheduled: all or none).
+        gpu_share: Share of one GPU the job asks for; below 1 (a fractional
+            job) only with ``n_gpus == 1``, and the job then shares a GPU
+            with other fractional jobs (`rackwise.cluster.allocation`).
         duration_s: Run time the trace recorded (on its original placement).
         total_iters: Work to do, in iterations; defaults to ``duration_s``.
         group: Virtual cluster, cluster or tenant the job was submitted to.
@@ -62,6 +65,7 @@ class Job:
     gradient_bytes: float = 0.0
     model_bytes: float = 0.0
     tags: tuple[tuple[str, str], ...] = field(default=())
+    gpu_share: float = 1.0
 
     def __post_init__(self) -> None:
         if self.total_iters < 0:
@@ -69,8 +73,13 @@ class Job:
 
     @property
     def gpu_seconds(self) -> float:
-        """GPU-seconds the trace recorded for this job."""
-        return self.n_gpus * self.duration_s
+        """GPU-seconds the trace recorded for this job (a fractional job counts its share)."""
+        return self.n_gpus * self.gpu_share * self.duration_s
+
+    @property
+    def is_fractional(self) -> bool:
+        """The job asks for a share of one GPU, not for whole GPUs."""
+        return self.gpu_share < 1.0
 
     def with_changes(self, **changes: object) -> Job:
         """A copy with some fields replaced (a `Job` is immutable)."""

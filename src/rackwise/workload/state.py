@@ -103,7 +103,8 @@ class JobState:
     def attained_service_gpu_s(self, now: float) -> float:
         """GPU-seconds held so far (Tiresias' attained service)."""
         if self.status is Status.RUNNING:
-            return self.attained_gpu_s + self.job.n_gpus * self.copies * (now - self.last_update)
+            return self.attained_gpu_s + self.job.n_gpus * self.job.gpu_share * self.copies * (
+                now - self.last_update)
         return self.attained_gpu_s
 
     def executed_time_s(self, now: float) -> float:
@@ -138,7 +139,7 @@ class JobState:
                     self.comm_s += done * self.comm_s_per_iter
                     self.comm_extra_s += done * self.comm_extra_s_per_iter
             elapsed = now - last
-            self.attained_gpu_s += self.job.n_gpus * self.copies * elapsed
+            self.attained_gpu_s += self.job.n_gpus * self.job.gpu_share * self.copies * elapsed
             self.run_time_s += elapsed
         if now > last:
             self.last_update = now

@@ -14,9 +14,10 @@ from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
+from rackwise.cluster.allocation import slices_of
 from rackwise.engine.view import ClusterView
 from rackwise.policies.base import Decisions, Start
-from rackwise.policies.parts.placement import Placement
+from rackwise.policies.parts.placement import Placement, fractional_gpu
 from rackwise.workload.state import JobState, Status
 
 
@@ -26,12 +27,25 @@ def start_in_order(view: ClusterView, ordered: Iterable[JobState], place: Placem
 
     With ``backfill=False`` the first job that cannot be placed blocks all
     behind it (strict order); with ``backfill=True`` later jobs that fit may
-    start (without a reservation for the blocked one).
+    start (without a reservation for the blocked one). A fractional job goes
+    where `fractional_gpu` puts it, whatever ``place`` is.
     """
     free = view.tentative()
     starts: list[Start] = []
     for state in ordered:
+        job = state.job
+        if job.gpu_share < 1.0:
+            gpu = fractional_gpu(free, job.gpu_share)
+            if gpu is not None:
+                free.take_slices(gpu, slices_of(job.gpu_share))
+                starts.append(Start(state.job_id, (gpu,)))
+                continue
+            if backfill:
+                continue
+            break
         if free.n_free == 0:
+            if backfill and free.sliced_gpu_for(1) is not None:
+                continue  # a fractional job further back may still fit a split GPU
             break
         if state.job.n_gpus > free.n_free:
             if backfill:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from rackwise.cluster.allocation import FreeGpus
+from rackwise.cluster.allocation import FreeGpus, FreeSlices, slices_of
 from rackwise.errors import UnknownNameError, suggest
 
 Placement = Callable[[FreeGpus, int, np.random.Generator], "tuple[int, ...] | None"]
@@ -116,6 +116,16 @@ def random_gpus(free: FreeGpus, n_gpus: int, rng: np.random.Generator) -> tuple[
     pool = [g for n in range(free.topology.n_nodes) for g in free.free_gpu_ids(n)]
     picks = rng.choice(len(pool), size=n_gpus, replace=False)
     return tuple(sorted(pool[int(i)] for i in picks))
+
+
+def fractional_gpu(free: FreeSlices, share: float) -> int | None:
+    """Where a fractional job's share goes: the split GPU it fills best, else a fresh GPU
+    on the tightest node (so whole nodes stay whole for multi-GPU jobs), else None."""
+    gpu = free.sliced_gpu_for(slices_of(share))
+    if gpu is not None:
+        return gpu
+    node = free.tightest_node(1)
+    return None if node is None else free.free_gpu_ids(node)[0]
 
 
 PLACEMENTS: dict[str, Placement] = {
