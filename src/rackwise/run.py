@@ -209,6 +209,7 @@ def summary_of(result: SimResult, config: RunConfig,
     skipped = dict(workload.skipped_by_reason) if workload is not None else {}
     return {
         "skipped_rows": skipped,
+        "rounded_up_rows": workload.n_rounded_up if workload is not None else 0,
         "figures": summarize(result.records, result.timeline, result.topology.n_gpus),
         "config": config.model_dump(mode="json"),
         "policy": repr(result.policy),

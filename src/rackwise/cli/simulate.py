@@ -137,6 +137,9 @@ def simulate(
             from rackwise.workload.readers.row_filters import format_skipped
 
             console.print(f"{workload.source}: {format_skipped(dict(workload.skipped_by_reason))}")
+        if workload.n_rounded_up:
+            console.print(f"{workload.source}: rounded up {workload.n_rounded_up} fractional GPU "
+                          "counts to whole GPUs")
         if forecast_at:
             from rackwise.forecast.accuracy import figures as forecast_figures
 

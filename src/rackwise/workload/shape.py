@@ -9,9 +9,11 @@ from rackwise.workload.workload import Workload
 
 
 def shape(workload: Workload) -> dict[str, Any]:
-    """Jobs, jobs per GPU count, first and last arrival and their span, skipped rows by reason."""
+    """Jobs, jobs per GPU count, first and last arrival and their span, skipped rows by reason,
+    fractional jobs and GPU counts rounded up."""
     submits = [job.submit_time for job in workload]
     sizes = Counter(job.n_gpus for job in workload)
+    n_fractional = sum(job.is_fractional for job in workload)
     return {
         "n_jobs": len(workload),
         "gpu_histogram": {n_gpus: sizes[n_gpus] for n_gpus in sorted(sizes)},
@@ -20,4 +22,6 @@ def shape(workload: Workload) -> dict[str, Any]:
         "arrival_span_s": max(submits, default=0.0) - min(submits, default=0.0),
         "skipped_rows": {reason: count for reason, count in workload.skipped_by_reason if count},
         "n_skipped": workload.n_skipped,
+        "n_fractional": n_fractional,
+        "n_rounded_up": workload.n_rounded_up,
     }

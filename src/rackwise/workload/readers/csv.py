@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from rackwise.errors import InputError, parse_error
 from rackwise.workload.job import Job
@@ -26,6 +26,7 @@ from rackwise.workload.workload import Workload
 TIME_UNITS_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "min": 60.0, "h": 3600.0}
 
 TimeUnit = Literal["s", "ms", "us", "min", "h", "datetime"]
+FractionalGpus = Literal["refuse", "round_up", "share"]
 
 _TEXT_FIELDS = ("job_id", "group", "user", "model")
 _COLUMN_FIELDS = ("job_id", "submit_time", "n_gpus", "duration_s", "start_time", "end_time",
@@ -46,6 +47,12 @@ class ColumnMapping(BaseModel):
     (or minus ``submit_time`` when no start column is mapped). A field with
     no column may take one value for every job from ``constants``. Submit
     times read as date-times count from the earliest one in the file.
+
+    The GPU column is multiplied by ``gpu_scale`` (0.01 for a column in
+    percent of a GPU). A count that is not whole is refused unless
+    ``fractional_gpus`` says otherwise: ``round_up`` to whole GPUs, or
+    ``share``: below one GPU the job asks for that share of one GPU (a
+    fractional job); above one it is rounded up. Rounded rows are counted.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -64,6 +71,8 @@ class ColumnMapping(BaseModel):
     units: dict[str, TimeUnit] = {}
     constants: dict[str, str | int | float] = {}
     skip: RowFilters = RowFilters()
+    gpu_scale: float = Field(default=1.0, gt=0.0)
+    fractional_gpus: FractionalGpus = "refuse"
 
     @model_validator(mode="after")
     def _consistent(self) -> ColumnMapping:
@@ -142,7 +151,8 @@ def read_csv(path: str | Path, mapping: ColumnMapping | None = None, *,
                                  n_gpus_field=mapping.n_gpus or "constants.n_gpus")
     skipped = table.attrs.get("skipped", {})
     return dataclasses.replace(workload, n_skipped=sum(skipped.values()),
-                               skipped_by_reason=tuple(skipped.items()))
+                               skipped_by_reason=tuple(skipped.items()),
+                               n_rounded_up=table.attrs.get("rounded_up", 0))
 
 
 def read_table(path: str | Path, mapping: ColumnMapping, *, time_unit: str = "s",
@@ -151,7 +161,8 @@ def read_table(path: str | Path, mapping: ColumnMapping, *, time_unit: str = "s"
 
     The frame has one column per mapped field (times in seconds) and a
     ``line`` column; rows keep file order. ``frame.attrs["skipped"]`` counts
-    the rows the mapping's filters skipped, by reason.
+    the rows the mapping's filters skipped, by reason, and
+    ``frame.attrs["rounded_up"]`` the GPU counts rounded up to whole GPUs.
     """
     if time_unit not in TIME_UNITS_S:
         raise InputError(f"unknown time unit {time_unit!r}; use one of "
@@ -229,7 +240,12 @@ def read_table(path: str | Path, mapping: ColumnMapping, *, time_unit: str = "s"
     out["submit_time"] = submit
     out["duration_s"] = duration
 
-    if "n_gpus" in columns:
+    rounded_up = 0
+    if "n_gpus" in columns and (mapping.fractional_gpus != "refuse" or mapping.gpu_scale != 1.0):
+        out["n_gpus"], share, rounded_up = _gpus(raw, columns["n_gpus"], mapping, source, lines)
+        if share is not None:
+            out["gpu_share"] = share
+    elif "n_gpus" in columns:
         out["n_gpus"] = _whole(raw, columns["n_gpus"], source, lines, minimum=1)
     else:
         out["n_gpus"] = np.full(n_rows, _constant_whole(mapping, "n_gpus", source), np.int64)
@@ -253,6 +269,7 @@ def read_table(path: str | Path, mapping: ColumnMapping, *, time_unit: str = "s"
             out[field] = np.full(n_rows, str(mapping.constants[field]), dtype=object)
     table = pd.DataFrame(out)
     table.attrs["skipped"] = skipped
+    table.attrs["rounded_up"] = rounded_up
     return table
 
 
@@ -269,6 +286,9 @@ def table_to_workload(table: pd.DataFrame, *, name: str, source: str,
     jobs = tuple(map(Job, table["job_id"].tolist(), table["submit_time"].tolist(),
                      table["n_gpus"].tolist(), durations, iters, column("group"),
                      column("user"), column("model"), column("batch_size")))
+    if "gpu_share" in table.columns:
+        jobs = tuple(job.with_changes(gpu_share=share) if share < 1.0 else job
+                     for job, share in zip(jobs, table["gpu_share"].tolist(), strict=True))
     return Workload(jobs=jobs, name=name, source=source, lines=tuple(table["line"].tolist()),
                     n_gpus_field=n_gpus_field)
 
@@ -343,6 +363,31 @@ def _whole(raw: pd.DataFrame, column: str, source: str, lines: np.ndarray, *,
         raise _fail(f"not a whole number: {array[at]:g}", source, int(lines[at]), column)
     _require(array, array >= minimum, f"must be at least {minimum}", column, source, lines)
     return array.astype(np.int64)
+
+
+def _gpus(raw: pd.DataFrame, column: str, mapping: ColumnMapping, source: str,
+          lines: np.ndarray) -> tuple[np.ndarray, np.ndarray | None, int]:
+    """GPU counts scaled by ``gpu_scale``, fractions treated as ``fractional_gpus`` says.
+
+    Returns whole GPU counts, the shares of one GPU (``share`` only) and the
+    number of counts rounded up.
+    """
+    gpus = _number(raw, column, source, lines) * mapping.gpu_scale
+    _require(gpus, gpus > 0.0, "must be positive", column, source, lines)
+    # Scaling by 0.01 leaves 1e-16 residues on whole counts: a millionth of a GPU is whole.
+    nearest = np.round(gpus)
+    fractional = np.abs(gpus - nearest) > 1e-6
+    gpus = np.where(fractional, gpus, nearest)
+    if mapping.fractional_gpus == "refuse" and fractional.any():
+        at = int(np.argmax(fractional))
+        raise _fail(f"not a whole number of GPUs: {gpus[at]:g} (set fractional_gpus: round_up "
+                    f"or share in the mapping)", source, int(lines[at]), column)
+    share = None
+    if mapping.fractional_gpus == "share":
+        below_one = gpus < 1.0
+        share = np.where(below_one, gpus, 1.0)
+        fractional &= ~below_one
+    return np.ceil(gpus).astype(np.int64), share, int(fractional.sum())
 
 
 def _constant_number(mapping: ColumnMapping, field: str, source: str) -> float:
