@@ -32,7 +32,7 @@ PERF_MODELS: dict[str, str] = {
     "network": "rackwise.perf.model:NetworkPerf",
 }
 
-TraceFormat = Literal["csv", "gavel", "philly-json"]
+TraceFormat = Literal["csv", "gavel", "philly-json", "philly", "pai", "helios", "sacct", "k8s-pods"]
 
 
 class WorkloadConfig(BaseModel):
@@ -207,8 +207,10 @@ def summary_of(result: SimResult, config: RunConfig,
                workload: Workload | None = None) -> dict[str, Any]:
     """Figures, plus what produced them (and the trace rows left out), for ``summary.json``."""
     skipped = dict(workload.skipped_by_reason) if workload is not None else {}
+    adjusted = dict(workload.adjusted_by_reason) if workload is not None else {}
     return {
         "skipped_rows": skipped,
+        "adjusted_rows": adjusted,
         "figures": summarize(result.records, result.timeline, result.topology.n_gpus),
         "config": config.model_dump(mode="json"),
         "policy": repr(result.policy),

@@ -133,10 +133,11 @@ def simulate(
         folder = save(result, config, out or Path("results") / default_folder_name(
                           name, policy, seed, param, perf, perf_param, load, history_jobs),
                       fmt=table_format, workload=workload)  # type: ignore[arg-type]
-        if any(count for _, count in workload.skipped_by_reason):
-            from rackwise.workload.readers.row_filters import format_skipped
+        from rackwise.workload.readers.row_filters import format_read_report
 
-            console.print(f"{workload.source}: {format_skipped(dict(workload.skipped_by_reason))}")
+        if report := format_read_report(dict(workload.skipped_by_reason),
+                                        dict(workload.adjusted_by_reason)):
+            console.print(f"{workload.source}: {report}")
         if forecast_at:
             from rackwise.forecast.accuracy import figures as forecast_figures
 

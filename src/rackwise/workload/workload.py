@@ -39,6 +39,9 @@ class Workload(Sequence[Job]):
         n_skipped: Records the reader left out (incomplete or unusable).
         skipped_by_reason: ``(reason, count)`` pairs of the records left out
             by declared filters, in the order the filters run.
+        adjusted_by_reason: ``(reason, count)`` pairs of the records kept but
+            changed on reading (``gpu_share_rounded_up``: a share of a GPU
+            asked for, read as whole GPUs).
     """
 
     jobs: tuple[Job, ...]
@@ -48,6 +51,7 @@ class Workload(Sequence[Job]):
     n_gpus_field: str = "n_gpus"
     n_skipped: int = 0
     skipped_by_reason: tuple[tuple[str, int], ...] = ()
+    adjusted_by_reason: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         if not self.lines:
@@ -93,7 +97,8 @@ class Workload(Sequence[Job]):
         dropped = len(self.jobs) - len(kept.jobs)
         return Workload(jobs=kept.jobs, name=kept.name, source=kept.source, lines=kept.lines,
                         n_gpus_field=kept.n_gpus_field, n_skipped=kept.n_skipped + dropped,
-                        skipped_by_reason=(*kept.skipped_by_reason, ("oversized", dropped)))
+                        skipped_by_reason=(*kept.skipped_by_reason, ("oversized", dropped)),
+                        adjusted_by_reason=kept.adjusted_by_reason)
 
     def select(self, *, groups: str | Iterable[str] | None = None, start_s: float | None = None,
                end_s: float | None = None, first_n: int | None = None) -> Workload:
@@ -136,4 +141,5 @@ class Workload(Sequence[Job]):
         return Workload(
             jobs=tuple(self.jobs[i] for i in indices), name=self.name, source=self.source,
             lines=tuple(self.lines[i] for i in indices), n_gpus_field=self.n_gpus_field,
-            n_skipped=self.n_skipped, skipped_by_reason=self.skipped_by_reason)
+            n_skipped=self.n_skipped, skipped_by_reason=self.skipped_by_reason,
+            adjusted_by_reason=self.adjusted_by_reason)
