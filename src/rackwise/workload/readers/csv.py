@@ -265,9 +265,8 @@ def frame_to_table(raw: pd.DataFrame, mapping: ColumnMapping, *, source: str,
         elif field in mapping.constants:
             out[field] = np.full(n_rows, str(mapping.constants[field]), dtype=object)
     for column in mapping.tags:
-        values = raw[column]
-        out[f"tag:{column}"] = values.astype(object).where(values.notna(), None).to_numpy(
-            dtype=object)
+        out[f"tag:{column}"] = np.array([None if pd.isna(value) else str(value)
+                                         for value in raw[column].tolist()], dtype=object)
     table = pd.DataFrame(out)
     if not keep.all():
         table = table[keep].reset_index(drop=True)
@@ -301,7 +300,7 @@ def table_to_workload(table: pd.DataFrame, *, name: str, source: str,
         names = [name.removeprefix("tag:") for name in tag_columns]
         jobs = tuple(job.with_changes(tags=tuple((name, str(value))
                                                  for name, value in zip(names, values)
-                                                 if value is not None))
+                                                 if not pd.isna(value)))
                      for job, values in zip(jobs, rows))
     return Workload(jobs=jobs, name=name, source=source, lines=tuple(table["line"].tolist()),
                     n_gpus_field=n_gpus_field)

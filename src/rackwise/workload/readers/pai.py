@@ -95,7 +95,8 @@ def _derive(raw: pd.DataFrame, source: str, first_line: int) -> pd.DataFrame:
     per_instance = np.ceil(share)
     instances = numbers["inst_num"].fillna(1.0)
     fractional = share.notna() & (share != per_instance)
-    raw["gpu_share"] = share.map("{:g}".format).where(fractional, None)
+    raw["gpu_share"] = [f"{value:g}" if keep else None
+                        for value, keep in zip(share.tolist(), fractional.tolist())]
     raw["plan_gpu"] = per_instance * instances
     names = raw["job_name"]
     raw["job_name"] = (names + "/" + raw["task_name"].fillna("")).where(names.notna(), None)

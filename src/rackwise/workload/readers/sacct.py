@@ -44,8 +44,8 @@ from rackwise.workload.workload import Workload
 
 _REQUIRED = ("JobID", "Submit", "Start", "End")
 _NO_TIME = ("Unknown", "None")
-_GPU_UNTYPED = re.compile(r"(?:^|,)gres/gpu=(\d+)(?:,|$)")
-_GPU_TYPED = re.compile(r"(?:^|,)gres/gpu:[^=,]+=(\d+)(?:,|$)")
+_GPU_UNTYPED = re.compile(r"(?:^|(?<=,))gres/gpu=(\d+)(?=,|$)")
+_GPU_TYPED = re.compile(r"(?:^|(?<=,))gres/gpu:[^=,]+=(\d+)(?=,|$)")
 
 
 def read_sacct(path: str | Path, *, strict: bool = False) -> Workload:
