@@ -61,7 +61,9 @@ def apply_row_filters(raw: pd.DataFrame, filters: RowFilters, *, n_gpus_column: 
         new = hit & ~skip
         if strict and new.any():
             at = int(np.argmax(new))
-            raise InputError(f"row skipped as {reason}: {raw[column].iloc[at]!r} "
+            value = raw[column].iloc[at]
+            value = value.item() if isinstance(value, np.generic) else value
+            raise InputError(f"row skipped as {reason}: {value!r} "
                              "(--strict refuses such rows)", source=source,
                              line=int(raw.index[at]) + first_line, field=column)
         counts[reason] = int(new.sum())
