@@ -179,3 +179,14 @@ def test_k8s_pods_errors_name_the_pod_and_key(tmp_path: Path) -> None:
 def test_a_mapping_is_refused_for_a_preset() -> None:
     with pytest.raises(InputError, match="field 'mapping'"):
         readers.read(SAMPLES["helios"], "helios", mapping=DATA / "none.yaml")
+
+
+def test_philly_counts_jobs_left_out(tmp_path: Path) -> None:
+    records = json.loads(SAMPLES["philly"].read_text())
+    never_ran = {**records[0], "jobid": "never_ran", "attempts": []}
+    path = tmp_path / "cluster_job_log"
+    path.write_text(json.dumps([*records, never_ran]))
+    workload = readers.read(path, "philly")
+    assert dict(workload.skipped_by_reason) == {"no_attempts": 1}
+    with pytest.raises(InputError, match=r"job #1 \(never_ran\): job left out: no attempts"):
+        readers.read(path, "philly", strict=True)

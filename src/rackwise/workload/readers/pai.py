@@ -12,8 +12,8 @@ How a row (one task of a job) becomes a `Job`:
 - ``submit_time``: the task's ``start_time`` (its launch: the table has
   no submission time), in seconds after the earliest kept launch.
 - ``duration_s``: ``end_time - start_time``.
-- ``n_gpus``: ``inst_num`` times ``plan_gpu / 100`` rounded up per
-  instance: a share of a GPU is read as a whole one. Such rows are
+- ``n_gpus``: ``inst_num`` (1 when empty) times ``plan_gpu / 100``
+  rounded up per instance: a share of a GPU is read as a whole one. Such rows are
   counted as ``gpu_share_rounded_up`` and keep the share asked for per
   instance as the tag ``gpu_share`` (``plan_gpu 50`` gives ``"0.5"``).
 - tags: ``gpu_type`` and ``status``.

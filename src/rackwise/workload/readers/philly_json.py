@@ -99,7 +99,8 @@ def read_philly_json(path: str | Path, *, strict: bool = False) -> Workload:
     name = Path(path).name.removesuffix(".gz").removesuffix(".json")
     return Workload(jobs=tuple(jobs), name=name, source=source,
                     n_gpus_field="attempts[0].detail.gpus", n_skipped=sum(skipped.values()),
-                    skipped_by_reason=tuple(sorted(skipped.items())))
+                    skipped_by_reason=tuple((reason.replace(" ", "_"), count)
+                                            for reason, count in sorted(skipped.items())))
 
 
 def _run(where: _Where, attempts: list[Any]) -> tuple[int, float] | str:
