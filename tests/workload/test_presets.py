@@ -190,3 +190,12 @@ def test_philly_counts_jobs_left_out(tmp_path: Path) -> None:
     assert dict(workload.skipped_by_reason) == {"no_attempts": 1}
     with pytest.raises(InputError, match=r"job #1 \(never_ran\): job left out: no attempts"):
         readers.read(path, "philly", strict=True)
+
+
+def test_sacct_parsable_with_trailing_separators(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.sacct"
+    lines = SAMPLES["sacct"].read_text().splitlines()
+    path.write_text("".join(f"{line}|\n" for line in lines))  # sacct --parsable
+    trailing, plain = readers.read(path, "sacct"), readers.read(SAMPLES["sacct"], "sacct")
+    assert trailing.jobs == plain.jobs
+    assert trailing.skipped_by_reason == plain.skipped_by_reason
