@@ -41,11 +41,13 @@ def test_helios_rows() -> None:
 def test_helios_skips_cpu_jobs_and_zero_runs(tmp_path: Path) -> None:
     header, *rows = SAMPLES["helios"].read_text().splitlines()
     cpu = rows[0].replace("1425511,uXBbc,vcJkd,1,", "9,uA,vcA,0,")
-    instant = rows[1].replace("1425512,", "10,").replace(",249,", ",0,")
+    # A 0 s job submitted before the others: skipped, and the arrivals still count from 0.
+    instant = rows[1].replace("1425512,", "10,").replace(",249,", ",0,").replace(
+        "2020-06-09 18:41:27", "2020-06-09 18:00:00", 1)
     path = tmp_path / "cluster_log.csv"
     path.write_text("\n".join([header, *rows, cpu, instant]) + "\n")
     workload = readers.read(path, "helios")
-    assert len(workload) == 3
+    assert [job.submit_time for job in workload] == [0.0, 26.0, 27.0]
     assert dict(workload.skipped_by_reason) == {"zero_gpus": 1, "missing_duration": 0,
                                                 "zero_duration": 1}
     with pytest.raises(InputError, match=r"cluster_log.csv:5, field 'gpu_num'.*zero_gpus"):

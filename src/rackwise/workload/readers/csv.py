@@ -237,8 +237,8 @@ def frame_to_table(raw: pd.DataFrame, mapping: ColumnMapping, *, source: str,
              lines[keep])
     # Epoch seconds only matter relative to the trace's first arrival.
     submit = submit - (float(submit[keep].min()) if submit_is_datetime else 0.0)
-    _require(submit, submit >= 0.0, "must not be negative", columns.get("submit_time", ""),
-             source, lines)
+    _require(submit[keep], submit[keep] >= 0.0, "must not be negative",
+             columns.get("submit_time", ""), source, lines[keep])
     out["submit_time"] = submit
     out["duration_s"] = duration
 
