@@ -207,10 +207,9 @@ def summary_of(result: SimResult, config: RunConfig,
                workload: Workload | None = None) -> dict[str, Any]:
     """Figures, plus what produced them (and the trace rows left out), for ``summary.json``."""
     skipped = dict(workload.skipped_by_reason) if workload is not None else {}
-    adjusted = dict(workload.adjusted_by_reason) if workload is not None else {}
     return {
         "skipped_rows": skipped,
-        "adjusted_rows": adjusted,
+        "rounded_up_rows": workload.n_rounded_up if workload is not None else 0,
         "figures": summarize(result.records, result.timeline, result.topology.n_gpus),
         "config": config.model_dump(mode="json"),
         "policy": repr(result.policy),

@@ -34,9 +34,9 @@ def test_rounded_up_shares_are_reported(tmp_path: Path) -> None:
     result = RUNNER.invoke(app, ["simulate", "--trace-file", str(SAMPLES["pai"]), "--format",
                                  "pai", "--nodes", "1", "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert "rounded up 1 fractional-GPU rows to whole GPUs" in " ".join(result.output.split())
+    assert "rounded up 1 fractional GPU counts to whole GPUs" in " ".join(result.output.split())
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["adjusted_rows"] == {"gpu_share_rounded_up": 1}
+    assert summary["rounded_up_rows"] == 1
 
 
 def test_describe_a_preset_file() -> None:

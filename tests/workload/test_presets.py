@@ -60,7 +60,7 @@ def test_pai_rounds_up_a_gpu_share_and_keeps_it_as_a_tag() -> None:
     assert (job.job_id, job.submit_time, job.n_gpus, job.duration_s) == (
         "4f057009a5d481acec67b088/tensorflow", 0.0, 1, 38.0)
     assert dict(job.tags) == {"gpu_share": "0.5", "gpu_type": "MISC", "status": "Terminated"}
-    assert dict(workload.adjusted_by_reason) == {"gpu_share_rounded_up": 1}
+    assert workload.n_rounded_up == 1
     assert workload.lines == (1,)  # no header line: the first row is line 1
 
 
@@ -84,7 +84,7 @@ def test_pai_filters_and_counts(tmp_path: Path) -> None:
         "zero_gpus": 1, "status": 1, "missing_start_time": 0, "missing_end_time": 0,
         "missing_plan_gpu": 1, "zero_duration": 1}
     assert len(workload) + workload.n_skipped == PAI_ROWS.count("\n")
-    assert dict(workload.adjusted_by_reason) == {"gpu_share_rounded_up": 1}
+    assert workload.n_rounded_up == 1
 
 
 def test_pai_reads_a_file_with_its_header(tmp_path: Path) -> None:

@@ -133,11 +133,13 @@ def simulate(
         folder = save(result, config, out or Path("results") / default_folder_name(
                           name, policy, seed, param, perf, perf_param, load, history_jobs),
                       fmt=table_format, workload=workload)  # type: ignore[arg-type]
-        from rackwise.workload.readers.row_filters import format_read_report
+        if any(count for _, count in workload.skipped_by_reason):
+            from rackwise.workload.readers.row_filters import format_skipped
 
-        if report := format_read_report(dict(workload.skipped_by_reason),
-                                        dict(workload.adjusted_by_reason)):
-            console.print(f"{workload.source}: {report}")
+            console.print(f"{workload.source}: {format_skipped(dict(workload.skipped_by_reason))}")
+        if workload.n_rounded_up:
+            console.print(f"{workload.source}: rounded up {workload.n_rounded_up} fractional GPU "
+                          "counts to whole GPUs")
         if forecast_at:
             from rackwise.forecast.accuracy import figures as forecast_figures
 

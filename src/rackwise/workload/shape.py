@@ -9,7 +9,7 @@ from rackwise.workload.workload import Workload
 
 
 def shape(workload: Workload) -> dict[str, Any]:
-    """Jobs, jobs per GPU count, first and last arrival and their span, skipped and adjusted rows by reason."""
+    """Jobs, jobs per GPU count, first and last arrival and their span, skipped rows by reason."""
     submits = [job.submit_time for job in workload]
     sizes = Counter(job.n_gpus for job in workload)
     return {
@@ -20,5 +20,4 @@ def shape(workload: Workload) -> dict[str, Any]:
         "arrival_span_s": max(submits, default=0.0) - min(submits, default=0.0),
         "skipped_rows": {reason: count for reason, count in workload.skipped_by_reason if count},
         "n_skipped": workload.n_skipped,
-        "adjusted_rows": {reason: count for reason, count in workload.adjusted_by_reason if count},
     }

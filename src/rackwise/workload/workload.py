@@ -7,7 +7,7 @@ can point at the file, line and column the job was read from.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, overload
 
 from rackwise.errors import InputError, UnknownNameError, suggest
@@ -39,9 +39,8 @@ class Workload(Sequence[Job]):
         n_skipped: Records the reader left out (incomplete or unusable).
         skipped_by_reason: ``(reason, count)`` pairs of the records left out
             by declared filters, in the order the filters run.
-        adjusted_by_reason: ``(reason, count)`` pairs of the records kept but
-            changed on reading (``gpu_share_rounded_up``: a share of a GPU
-            asked for, read as whole GPUs).
+        n_rounded_up: Records whose fractional GPU count was rounded up to
+            whole GPUs (kept, but asking for more than the trace says).
     """
 
     jobs: tuple[Job, ...]
@@ -51,7 +50,7 @@ class Workload(Sequence[Job]):
     n_gpus_field: str = "n_gpus"
     n_skipped: int = 0
     skipped_by_reason: tuple[tuple[str, int], ...] = ()
-    adjusted_by_reason: tuple[tuple[str, int], ...] = ()
+    n_rounded_up: int = 0
 
     def __post_init__(self) -> None:
         if not self.lines:
@@ -95,10 +94,8 @@ class Workload(Sequence[Job]):
         """A copy without the jobs that ask for more than ``n_gpus`` GPUs, counted as ``oversized``."""
         kept = self._keep([i for i, job in enumerate(self.jobs) if job.n_gpus <= n_gpus])
         dropped = len(self.jobs) - len(kept.jobs)
-        return Workload(jobs=kept.jobs, name=kept.name, source=kept.source, lines=kept.lines,
-                        n_gpus_field=kept.n_gpus_field, n_skipped=kept.n_skipped + dropped,
-                        skipped_by_reason=(*kept.skipped_by_reason, ("oversized", dropped)),
-                        adjusted_by_reason=kept.adjusted_by_reason)
+        return replace(kept, n_skipped=kept.n_skipped + dropped,
+                       skipped_by_reason=(*kept.skipped_by_reason, ("oversized", dropped)))
 
     def select(self, *, groups: str | Iterable[str] | None = None, start_s: float | None = None,
                end_s: float | None = None, first_n: int | None = None) -> Workload:
@@ -138,8 +135,5 @@ class Workload(Sequence[Job]):
         return self if len(keep) == len(self.jobs) else self._keep(keep)
 
     def _keep(self, indices: Sequence[int]) -> Workload:
-        return Workload(
-            jobs=tuple(self.jobs[i] for i in indices), name=self.name, source=self.source,
-            lines=tuple(self.lines[i] for i in indices), n_gpus_field=self.n_gpus_field,
-            n_skipped=self.n_skipped, skipped_by_reason=self.skipped_by_reason,
-            adjusted_by_reason=self.adjusted_by_reason)
+        return replace(self, jobs=tuple(self.jobs[i] for i in indices),
+                       lines=tuple(self.lines[i] for i in indices))

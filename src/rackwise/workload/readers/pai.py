@@ -13,9 +13,9 @@ How a row (one task of a job) becomes a `Job`:
   no submission time), in seconds after the earliest kept launch.
 - ``duration_s``: ``end_time - start_time``.
 - ``n_gpus``: ``inst_num`` (1 when empty) times ``plan_gpu / 100``
-  rounded up per instance: a share of a GPU is read as a whole one. Such rows are
-  counted as ``gpu_share_rounded_up`` and keep the share asked for per
-  instance as the tag ``gpu_share`` (``plan_gpu 50`` gives ``"0.5"``).
+  rounded up per instance: a share of a GPU is read as a whole one. Such
+  rows are counted in ``Workload.n_rounded_up`` and keep the share asked
+  for per instance as the tag ``gpu_share`` (``plan_gpu 50`` gives ``"0.5"``).
 - tags: ``gpu_type`` and ``status``.
 
 Skipped and counted, in this order: CPU-only tasks (``plan_gpu`` 0,
@@ -73,10 +73,9 @@ def read_pai(path: str | Path, *, strict: bool = False) -> Workload:
     workload = table_to_workload(table, name=_stem(path), source=source,
                                  n_gpus_field="plan_gpu")
     skipped = table.attrs["skipped"]
-    rounded = int(table["tag:gpu_share"].notna().sum())
     return dataclasses.replace(workload, n_skipped=sum(skipped.values()),
                                skipped_by_reason=tuple(skipped.items()),
-                               adjusted_by_reason=(("gpu_share_rounded_up", rounded),))
+                               n_rounded_up=int(table["tag:gpu_share"].notna().sum()))
 
 
 def _derive(raw: pd.DataFrame, source: str, first_line: int) -> pd.DataFrame:

@@ -77,16 +77,3 @@ def format_skipped(counts: dict[str, int]) -> str:
     parts = ", ".join(f"{reason} {count}" for reason, count in counts.items() if count)
     return f"skipped {total} rows" + (f" ({parts})" if parts else "")
 
-
-_ADJUSTED = {"gpu_share_rounded_up": "rounded up {n} fractional-GPU rows to whole GPUs"}
-
-
-def format_read_report(skipped: dict[str, int], adjusted: dict[str, int]) -> str:
-    """One line on what reading left out and changed, or '' when nothing was.
-
-    For example ``skipped 4 rows (zero_gpus 4); rounded up 2 fractional-GPU rows to whole GPUs``.
-    """
-    parts = [format_skipped(skipped)] if sum(skipped.values()) else []
-    parts += [_ADJUSTED.get(reason, reason + " {n} rows").format(n=count)
-              for reason, count in adjusted.items() if count]
-    return "; ".join(parts)
