@@ -38,6 +38,8 @@ _CONSTANT_FIELDS = ("submit_time", "n_gpus", "group", "user", "model", "batch_si
 class ColumnMapping(BaseModel):
     """Which CSV column holds each job field (``None``: the file has no such column).
 
+    Columns named in ``tags`` are kept on each job as text tags.
+
     Time columns (``submit_time``, ``duration_s``, ``start_time``,
     ``end_time``) are read in the unit given to `read_csv` unless ``units``
     names one for the field (``s``, ``ms``, ``us``, ``min``, ``h``, or
@@ -46,7 +48,6 @@ class ColumnMapping(BaseModel):
     (or minus ``submit_time`` when no start column is mapped). A field with
     no column may take one value for every job from ``constants``. Submit
     times read as date-times count from the earliest one in the file.
-    Columns named in ``tags`` are kept on each job as text tags.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -142,6 +143,7 @@ def read_csv(path: str | Path, mapping: ColumnMapping | None = None, *,
     table = read_table(path, mapping, time_unit=time_unit, strict=strict)
     workload = table_to_workload(table, name=_stem(Path(path)), source=str(path),
                                  n_gpus_field=mapping.n_gpus or "constants.n_gpus")
+    workload = with_tags(workload, table)
     skipped = table.attrs.get("skipped", {})
     return dataclasses.replace(workload, n_skipped=sum(skipped.values()),
                                skipped_by_reason=tuple(skipped.items()))
@@ -151,10 +153,9 @@ def read_table(path: str | Path, mapping: ColumnMapping, *, time_unit: str = "s"
                strict: bool = False) -> pd.DataFrame:
     """Read and check a CSV file into a frame with rackwise field names.
 
-    The frame has one column per mapped field (times in seconds), a
-    ``tag:<column>`` column per tag and a ``line`` column; rows keep file
-    order. ``frame.attrs["skipped"]`` counts the rows the mapping's filters
-    skipped, by reason.
+    The frame has one column per mapped field (times in seconds) and a
+    ``line`` column; rows keep file order. ``frame.attrs["skipped"]`` counts
+    the rows the mapping's filters skipped, by reason.
     """
     columns = mapping.columns()
     text_columns = {columns[f]: str for f in _TEXT_FIELDS if f in columns}
@@ -166,7 +167,10 @@ def read_table(path: str | Path, mapping: ColumnMapping, *, time_unit: str = "s"
 def frame_to_table(raw: pd.DataFrame, mapping: ColumnMapping, *, source: str,
                    time_unit: str = "s", strict: bool = False,
                    first_line: int = 2) -> pd.DataFrame:
-    """`read_table` on a frame already parsed; row ``i`` of ``raw`` is file line ``i + first_line``."""
+    """`read_table` on a frame already parsed; row ``i`` of ``raw`` is file line ``i + first_line``.
+
+    Each column of ``mapping.tags`` comes out as a ``tag:<column>`` column (see `with_tags`).
+    """
     if time_unit not in TIME_UNITS_S:
         raise InputError(f"unknown time unit {time_unit!r}; use one of "
                          f"{', '.join(TIME_UNITS_S)}", field="time_unit")
@@ -294,16 +298,22 @@ def table_to_workload(table: pd.DataFrame, *, name: str, source: str,
     jobs = tuple(map(Job, table["job_id"].tolist(), table["submit_time"].tolist(),
                      table["n_gpus"].tolist(), durations, iters, column("group"),
                      column("user"), column("model"), column("batch_size")))
-    tag_columns = [name for name in table.columns if name.startswith("tag:")]
-    if tag_columns:
-        rows = zip(*(table[name].tolist() for name in tag_columns))
-        names = [name.removeprefix("tag:") for name in tag_columns]
-        jobs = tuple(job.with_changes(tags=tuple((name, str(value))
-                                                 for name, value in zip(names, values)
-                                                 if not pd.isna(value)))
-                     for job, values in zip(jobs, rows))
     return Workload(jobs=jobs, name=name, source=source, lines=tuple(table["line"].tolist()),
                     n_gpus_field=n_gpus_field)
+
+
+def with_tags(workload: Workload, table: pd.DataFrame) -> Workload:
+    """``workload`` with the ``tag:<column>`` columns of its frame as job tags (empty cells: none)."""
+    tag_columns = [name for name in table.columns if name.startswith("tag:")]
+    if not tag_columns:
+        return workload
+    names = [name.removeprefix("tag:") for name in tag_columns]
+    rows = zip(*(table[name].tolist() for name in tag_columns))
+    jobs = tuple(job.with_changes(tags=tuple((name, str(value))
+                                             for name, value in zip(names, values)
+                                             if not pd.isna(value)))
+                 for job, values in zip(workload.jobs, rows))
+    return dataclasses.replace(workload, jobs=jobs)
 
 
 # --------------------------------------------------------------------------- helpers

@@ -39,6 +39,7 @@ from rackwise.workload.readers.csv import (
     frame_to_table,
     parse_csv,
     table_to_workload,
+    with_tags,
 )
 from rackwise.workload.readers.row_filters import RowFilters
 from rackwise.workload.workload import Workload
@@ -70,8 +71,8 @@ def read_pai(path: str | Path, *, strict: bool = False) -> Workload:
     raw = _derive(raw, source, first_line)
     table = frame_to_table(raw, MAPPING, source=source, strict=strict, first_line=first_line)
     table["submit_time"] -= table["submit_time"].min()  # the published times are shifted anyway
-    workload = table_to_workload(table, name=_stem(path), source=source,
-                                 n_gpus_field="plan_gpu")
+    workload = with_tags(table_to_workload(table, name=_stem(path), source=source,
+                                           n_gpus_field="plan_gpu"), table)
     skipped = table.attrs["skipped"]
     return dataclasses.replace(workload, n_skipped=sum(skipped.values()),
                                skipped_by_reason=tuple(skipped.items()),

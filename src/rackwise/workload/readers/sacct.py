@@ -38,6 +38,7 @@ from rackwise.workload.readers.csv import (
     frame_to_table,
     parse_csv,
     table_to_workload,
+    with_tags,
 )
 from rackwise.workload.readers.row_filters import RowFilters
 from rackwise.workload.workload import Workload
@@ -84,7 +85,8 @@ def read_sacct(path: str | Path, *, strict: bool = False) -> Workload:
     table = frame_to_table(raw, mapping, source=source, strict=strict)
     skipped = {"job_step": int(steps_array.sum()), **table.attrs["skipped"]}
     name = path.name.removesuffix(".gz")
-    workload = table_to_workload(table, name=name, source=source, n_gpus_field=tres)
+    workload = with_tags(table_to_workload(table, name=name, source=source, n_gpus_field=tres),
+                         table)
     return dataclasses.replace(workload, n_skipped=sum(skipped.values()),
                                skipped_by_reason=tuple(skipped.items()))
 
