@@ -32,7 +32,7 @@ PERF_MODELS: dict[str, str] = {
     "network": "rackwise.perf.model:NetworkPerf",
 }
 
-TraceFormat = Literal["csv", "gavel", "philly-json"]
+TraceFormat = Literal["csv", "gavel", "philly-json", "philly", "pai", "helios", "sacct", "k8s-pods"]
 
 
 class WorkloadConfig(BaseModel):

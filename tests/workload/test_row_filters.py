@@ -74,3 +74,40 @@ def test_filter_on_absent_column_names_it(tmp_path: Path) -> None:
 def test_status_needs_allowed_values() -> None:
     with pytest.raises(ValueError, match="status and allowed_status go together"):
         RowFilters(status="state")
+
+
+ZERO_RUNS = ("id,submit,start,end,gpus,state\n"
+             "a,0,1,10,1,done\n"
+             "b,1,5,5,1,done\n"
+             "c,2,3,10,0,done\n"
+             "d,3,9,8,2,lost\n"
+             "e,4,5,10,4,done\n")
+
+
+def test_zero_duration_rows_are_skipped_last(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.csv"
+    path.write_text(ZERO_RUNS, encoding="utf-8")
+    mapping = _mapping(zero_gpus=True, zero_duration=True)
+    workload = read_csv(path, mapping)
+    assert [job.job_id for job in workload] == ["a", "e"]
+    assert dict(workload.skipped_by_reason) == {"zero_gpus": 1, "zero_duration": 2}
+    assert workload.lines == (2, 6)
+    with pytest.raises(InputError, match=r"jobs.csv:4, field 'gpus'.*zero_gpus: 0 "):
+        read_csv(path, mapping, strict=True)  # filters on columns run before zero_duration
+    with pytest.raises(InputError, match=r"jobs.csv:3, field 'end'.*zero_duration"):
+        read_csv(path, _mapping(zero_duration=True), strict=True)
+    with pytest.raises(InputError, match=r"jobs.csv:3, field 'end': must be positive"):
+        read_csv(path, _mapping(zero_gpus=True))
+
+
+def test_tag_columns_are_kept_on_jobs(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.csv"
+    path.write_text(ROWS.replace("d,3,4,10,2,Failed", "d,3,4,10,2,"), encoding="utf-8")
+    mapping = ColumnMapping(job_id="id", submit_time="submit", start_time="start", end_time="end",
+                            duration_s=None, n_gpus="gpus", group=None, tags=("state",),
+                            skip=RowFilters(zero_gpus=True, required=("start",)))
+    tags = {job.job_id: dict(job.tags) for job in read_csv(path, mapping)}
+    assert tags["a"] == {"state": "Terminated"}
+    assert tags["d"] == {}  # an empty cell is no tag
+    with pytest.raises(InputError, match=r"field 'owner'.*missing column 'owner' \(for tags\)"):
+        read_csv(path, mapping.model_copy(update={"tags": ("owner",)}))

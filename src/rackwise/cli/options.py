@@ -12,7 +12,9 @@ import typer
 
 Trace = Annotated[str | None, typer.Option(help="A shipped trace (see `rackwise traces list`).")]
 TraceFile = Annotated[Path | None, typer.Option(help="Or a trace file of your own.")]
-TraceFormat = Annotated[str, typer.Option("--format", help="Format of --trace-file: csv, gavel or philly-json.")]
+TraceFormat = Annotated[str, typer.Option("--format", help=(
+    "Format of --trace-file: csv (with --mapping), gavel, or a preset: philly (or philly-json), "
+    "pai, helios, sacct, k8s-pods."))]
 Mapping = Annotated[Path | None, typer.Option(help="YAML column mapping for a csv --trace-file.")]
 Groups = Annotated[str | None, typer.Option(help="Keep only these clusters/virtual clusters (comma-separated).")]
 StartS = Annotated[float | None, typer.Option(help="Keep jobs submitted at or after this second.")]

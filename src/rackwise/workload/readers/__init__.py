@@ -1,11 +1,19 @@
 """Trace readers, one module per format; each returns a `Workload`.
 
+Besides ``csv`` (any CSV through a column mapping) and ``gavel``, the
+presets read public traces and cluster exports as they come: ``philly``
+(Philly's ``cluster_job_log``; ``philly-json`` is the same reader),
+``pai`` (Alibaba PAI 2020's ``pai_task_table``), ``helios`` (a Helios
+``cluster_log.csv``), ``sacct`` (``sacct --parsable2`` output) and
+``k8s-pods`` (``kubectl get pods -o json``).
+
 Imported lazily, so ``import rackwise.workload`` does not pull in pandas.
 """
 
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +32,17 @@ _EXPORTS = {
     "read_philly_json": "rackwise.workload.readers.philly_json",
 }
 
-FORMATS = ("csv", "gavel", "philly-json")
+# format -> "module:function"; each function takes (path, *, strict).
+_PRESETS = {
+    "philly-json": "rackwise.workload.readers.philly_json:read_philly_json",
+    "philly": "rackwise.workload.readers.philly_json:read_philly_json",
+    "pai": "rackwise.workload.readers.pai:read_pai",
+    "helios": "rackwise.workload.readers.helios:read_helios",
+    "sacct": "rackwise.workload.readers.sacct:read_sacct",
+    "k8s-pods": "rackwise.workload.readers.k8s_pods:read_k8s_pods",
+}
+
+FORMATS = ("csv", "gavel", *_PRESETS)
 
 __all__ = ["FORMATS", "ColumnMapping", "read", "read_csv", "read_gavel", "read_philly_json"]
 
@@ -36,10 +54,13 @@ def read(path: str | Path, trace_format: str = "csv", *,
 
     Args:
         path: The trace file.
-        trace_format: ``csv`` (through ``mapping``), ``gavel`` or ``philly-json``.
+        trace_format: ``csv`` (through ``mapping``), ``gavel``, or a preset:
+            ``philly`` (or ``philly-json``), ``pai``, ``helios``, ``sacct``,
+            ``k8s-pods``.
         mapping: For ``csv``: a `ColumnMapping`, or a YAML file holding one.
         time_unit: For ``csv``: unit of the time columns.
-        strict: For ``csv``: refuse the file at the first row its mapping's filters skip.
+        strict: Refuse the file at the first row its mapping's (or preset's)
+            filters would skip.
     """
     if trace_format == "csv":
         from rackwise.workload.readers.csv import ColumnMapping, read_csv
@@ -57,9 +78,9 @@ def read(path: str | Path, trace_format: str = "csv", *,
         from rackwise.workload.readers.gavel import read_gavel
 
         return read_gavel(path)
-    from rackwise.workload.readers.philly_json import read_philly_json
-
-    return read_philly_json(path)
+    module_name, _, function = _PRESETS[trace_format].partition(":")
+    reader: Callable[..., Workload] = getattr(importlib.import_module(module_name), function)
+    return reader(path, strict=strict)
 
 
 def __getattr__(name: str) -> Any:

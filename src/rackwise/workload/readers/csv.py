@@ -9,7 +9,7 @@ and assume no quoted field spans several lines.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from itertools import repeat
 from pathlib import Path
 from typing import Any, Literal
@@ -38,6 +38,8 @@ _CONSTANT_FIELDS = ("submit_time", "n_gpus", "group", "user", "model", "batch_si
 
 class ColumnMapping(BaseModel):
     """Which CSV column holds each job field (``None``: the file has no such column).
+
+    Columns named in ``tags`` are kept on each job as text tags.
 
     Time columns (``submit_time``, ``duration_s``, ``start_time``,
     ``end_time``) are read in the unit given to `read_csv` unless ``units``
@@ -68,6 +70,7 @@ class ColumnMapping(BaseModel):
     model: str | None = None
     batch_size: str | None = None
     total_iters: str | None = None
+    tags: tuple[str, ...] = ()
     units: dict[str, TimeUnit] = {}
     constants: dict[str, str | int | float] = {}
     skip: RowFilters = RowFilters()
@@ -149,6 +152,7 @@ def read_csv(path: str | Path, mapping: ColumnMapping | None = None, *,
     table = read_table(path, mapping, time_unit=time_unit, strict=strict)
     workload = table_to_workload(table, name=_stem(Path(path)), source=str(path),
                                  n_gpus_field=mapping.n_gpus or "constants.n_gpus")
+    workload = with_tags(workload, table)
     skipped = table.attrs.get("skipped", {})
     return dataclasses.replace(workload, n_skipped=sum(skipped.values()),
                                skipped_by_reason=tuple(skipped.items()),
@@ -164,35 +168,40 @@ def read_table(path: str | Path, mapping: ColumnMapping, *, time_unit: str = "s"
     the rows the mapping's filters skipped, by reason, and
     ``frame.attrs["rounded_up"]`` the GPU counts rounded up to whole GPUs.
     """
+    columns = mapping.columns()
+    text_columns = {columns[f]: str for f in _TEXT_FIELDS if f in columns}
+    text_columns.update(dict.fromkeys(mapping.tags, str))
+    raw = parse_csv(Path(path), text_columns)
+    return frame_to_table(raw, mapping, source=str(path), time_unit=time_unit, strict=strict)
+
+
+def frame_to_table(raw: pd.DataFrame, mapping: ColumnMapping, *, source: str,
+                   time_unit: str = "s", strict: bool = False,
+                   first_line: int = 2) -> pd.DataFrame:
+    """`read_table` on a frame already parsed; row ``i`` of ``raw`` is file line ``i + first_line``.
+
+    Each column of ``mapping.tags`` comes out as a ``tag:<column>`` column (see `with_tags`).
+    """
     if time_unit not in TIME_UNITS_S:
         raise InputError(f"unknown time unit {time_unit!r}; use one of "
                          f"{', '.join(TIME_UNITS_S)}", field="time_unit")
-    source = str(path)
     columns = mapping.columns()
-    text_columns = {columns[f]: str for f in _TEXT_FIELDS if f in columns}
-    raw = _parse(Path(path), text_columns)
-    for field, column in columns.items():
+    wanted = [*columns.items(), *(("skip", c) for c in mapping.skip.columns()),
+              *(("tags", c) for c in mapping.tags)]
+    for field, column in wanted:
         if column not in raw.columns:
             raise InputError(f"missing column '{column}' (for {field}); the header has: "
                              f"{', '.join(map(str, raw.columns))}",
-                             source=source, line=1, field=column)
-    for column in mapping.skip.columns():
-        if column not in raw.columns:
-            raise InputError(f"missing column '{column}' (for skip); the header has: "
-                             f"{', '.join(map(str, raw.columns))}",
-                             source=source, line=1, field=column)
-    raw = raw[list(dict.fromkeys([*columns.values(), *mapping.skip.columns()]))]
+                             source=source, line=first_line - 1 or None, field=column)
+    raw = raw[list(dict.fromkeys([*columns.values(), *mapping.skip.columns(), *mapping.tags]))]
     blank = raw.isna().all(axis=1)
     if blank.any():  # blank lines: dropped, but the index keeps later line numbers right
         raw = raw[~blank]
     raw, skipped = apply_row_filters(raw, mapping.skip, n_gpus_column=columns.get("n_gpus"),
-                                     source=source, strict=strict)
+                                     source=source, strict=strict, first_line=first_line)
     if raw.empty:
-        if sum(skipped.values()):
-            raise InputError(f"no jobs left after skipping rows: {format_skipped(skipped)}",
-                             source=source)
-        raise InputError("no jobs: the file has only a header", source=source)
-    lines = raw.index.to_numpy(dtype=np.int64) + 2
+        _no_jobs(skipped, source)
+    lines = raw.index.to_numpy(dtype=np.int64) + first_line
     out: dict[str, Any] = {"line": lines}
     n_rows = len(raw)
 
@@ -212,18 +221,14 @@ def read_table(path: str | Path, mapping: ColumnMapping, *, time_unit: str = "s"
                          source=source, line=int(lines[at]), field=columns["job_id"])
     out["job_id"] = job_ids.to_numpy(dtype=object)
 
+    submit_is_datetime = "submit_time" in columns and mapping.units.get("submit_time") == "datetime"
     if "submit_time" in columns:
         submit = seconds("submit_time")
-        if mapping.units.get("submit_time") == "datetime":
-            # Epoch seconds only matter relative to the trace's first arrival.
-            submit_origin = float(submit.min())
-        else:
-            submit_origin = 0.0
+        if not submit_is_datetime:
             _require(submit, submit >= 0.0, "must not be negative", columns["submit_time"],
                      source, lines)
     else:
         submit = np.full(n_rows, _constant_number(mapping, "submit_time", source), np.float64)
-        submit_origin = 0.0
 
     if "duration_s" in columns:
         duration = seconds("duration_s")
@@ -233,10 +238,22 @@ def read_table(path: str | Path, mapping: ColumnMapping, *, time_unit: str = "s"
         begin = seconds("start_time") if "start_time" in columns else submit
         duration = end - begin
         duration_column = columns["end_time"]
-    _require(duration, duration > 0.0, "must be positive", duration_column, source, lines)
-    submit = submit - submit_origin
-    _require(submit, submit >= 0.0, "must not be negative", columns.get("submit_time", ""),
-             source, lines)
+    keep = np.ones(n_rows, dtype=bool)
+    if mapping.skip.zero_duration:
+        keep = duration > 0.0
+        if strict and not keep.all():
+            at = int(np.argmax(~keep))
+            raise _fail(f"row skipped as zero_duration: {duration[at]:g} s (--strict refuses "
+                        "such rows)", source, int(lines[at]), duration_column)
+        skipped["zero_duration"] = int((~keep).sum())
+        if not keep.any():
+            _no_jobs(skipped, source)
+    _require(duration[keep], duration[keep] > 0.0, "must be positive", duration_column, source,
+             lines[keep])
+    # Epoch seconds only matter relative to the trace's first arrival.
+    submit = submit - (float(submit[keep].min()) if submit_is_datetime else 0.0)
+    _require(submit[keep], submit[keep] >= 0.0, "must not be negative",
+             columns.get("submit_time", ""), source, lines[keep])
     out["submit_time"] = submit
     out["duration_s"] = duration
 
@@ -267,10 +284,22 @@ def read_table(path: str | Path, mapping: ColumnMapping, *, time_unit: str = "s"
             out[field] = values.astype(object).where(values.notna(), None).to_numpy(dtype=object)
         elif field in mapping.constants:
             out[field] = np.full(n_rows, str(mapping.constants[field]), dtype=object)
+    for column in mapping.tags:
+        out[f"tag:{column}"] = np.array([None if pd.isna(value) else str(value)
+                                         for value in raw[column].tolist()], dtype=object)
     table = pd.DataFrame(out)
+    if not keep.all():
+        table = table[keep].reset_index(drop=True)
     table.attrs["skipped"] = skipped
     table.attrs["rounded_up"] = rounded_up
     return table
+
+
+def _no_jobs(skipped: dict[str, int], source: str) -> None:
+    if sum(skipped.values()):
+        raise InputError(f"no jobs left after skipping rows: {format_skipped(skipped)}",
+                         source=source)
+    raise InputError("no jobs: the file has only a header", source=source)
 
 
 def table_to_workload(table: pd.DataFrame, *, name: str, source: str,
@@ -293,15 +322,32 @@ def table_to_workload(table: pd.DataFrame, *, name: str, source: str,
                     n_gpus_field=n_gpus_field)
 
 
+def with_tags(workload: Workload, table: pd.DataFrame) -> Workload:
+    """``workload`` with the ``tag:<column>`` columns of its frame as job tags (empty cells: none)."""
+    tag_columns = [name for name in table.columns if name.startswith("tag:")]
+    if not tag_columns:
+        return workload
+    names = [name.removeprefix("tag:") for name in tag_columns]
+    rows = zip(*(table[name].tolist() for name in tag_columns))
+    jobs = tuple(job.with_changes(tags=tuple((name, str(value))
+                                             for name, value in zip(names, values)
+                                             if not pd.isna(value)))
+                 for job, values in zip(workload.jobs, rows))
+    return dataclasses.replace(workload, jobs=jobs)
+
+
 # --------------------------------------------------------------------------- helpers
 
 
-def _parse(path: Path, text_columns: Mapping[str, type]) -> pd.DataFrame:
+def parse_csv(path: Path, text_columns: Mapping[str, type], *, sep: str = ",",
+              names: Sequence[str] | None = None) -> pd.DataFrame:
+    """The raw rows of a CSV file (``names``: its columns, for a file without a header line)."""
     compression = "gzip" if path.suffix == ".gz" else None
     try:
         # Only an empty cell is missing: "nan", "NA" or "null" are what the file says, and a
         # number column refuses them by name rather than calling them empty.
-        return pd.read_csv(path, dtype=text_columns, compression=compression,
+        return pd.read_csv(path, sep=sep, dtype=text_columns, compression=compression,
+                           header=None if names is not None else "infer", names=names,
                            skip_blank_lines=False, skipinitialspace=True,
                            keep_default_na=False, na_values=[""])
     except FileNotFoundError:

@@ -38,13 +38,17 @@ _log = logging.getLogger(__name__)
 _TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
-def read_philly_json(path: str | Path) -> Workload:
+def read_philly_json(path: str | Path, *, strict: bool = False) -> Workload:
     """Read a Philly ``cluster_job_log`` file (``*.gz`` is decompressed).
+
+    Args:
+        path: The file.
+        strict: Refuse the file at the first job that would be left out.
 
     Returns:
         Jobs sorted by submission (ties keep file order); ``lines`` are 0
-        (JSON records have no line of their own) and ``n_skipped`` counts
-        the jobs left out.
+        (JSON records have no line of their own); ``n_skipped`` and
+        ``skipped_by_reason`` count the jobs left out.
 
     Raises:
         InputError: a malformed record, naming its index, ``jobid`` and key.
@@ -65,6 +69,8 @@ def read_philly_json(path: str | Path) -> Workload:
             raise where.error("attempts", f"expected a list, got {type(attempts).__name__}")
         run = _run(where, attempts)
         if isinstance(run, str):
+            if strict:
+                raise where.error("attempts", f"job left out: {run} (--strict refuses such jobs)")
             skipped[run] += 1
             continue
         kept.append((submitted, index, record, *run))
@@ -92,7 +98,9 @@ def read_philly_json(path: str | Path) -> Workload:
             tags=(("status", str(status)),) if status is not None else ()))
     name = Path(path).name.removesuffix(".gz").removesuffix(".json")
     return Workload(jobs=tuple(jobs), name=name, source=source,
-                    n_gpus_field="attempts[0].detail.gpus", n_skipped=sum(skipped.values()))
+                    n_gpus_field="attempts[0].detail.gpus", n_skipped=sum(skipped.values()),
+                    skipped_by_reason=tuple((reason.replace(" ", "_"), count)
+                                            for reason, count in sorted(skipped.items())))
 
 
 def _run(where: _Where, attempts: list[Any]) -> tuple[int, float] | str:

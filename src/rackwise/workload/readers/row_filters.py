@@ -14,7 +14,8 @@ class RowFilters(BaseModel):
 
     Reasons: ``zero_gpus`` (the GPU column is 0), ``status`` (the status
     column's value is not in ``allowed_status``), ``missing_<column>`` (an
-    empty value in one of ``required`` columns).
+    empty value in one of ``required`` columns), ``zero_duration`` (a run
+    time, read or derived, of zero or less; checked last, by the reader).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -23,6 +24,7 @@ class RowFilters(BaseModel):
     status: str | None = None
     allowed_status: tuple[str, ...] = ()
     required: tuple[str, ...] = ()
+    zero_duration: bool = False
 
     @model_validator(mode="after")
     def _status_pair(self) -> RowFilters:
@@ -36,10 +38,12 @@ class RowFilters(BaseModel):
 
 
 def apply_row_filters(raw: pd.DataFrame, filters: RowFilters, *, n_gpus_column: str | None,
-                      source: str, strict: bool) -> tuple[pd.DataFrame, dict[str, int]]:
+                      source: str, strict: bool,
+                      first_line: int = 2) -> tuple[pd.DataFrame, dict[str, int]]:
     """Drop the rows `filters` skips; return the kept rows and the count per reason.
 
-    With ``strict``, the first such row is an `InputError` naming its line and column.
+    Row ``i`` of ``raw`` is file line ``i + first_line``. With ``strict``, the
+    first such row is an `InputError` naming its line and column.
     """
     skip = np.zeros(len(raw), dtype=bool)
     counts: dict[str, int] = {}
@@ -57,9 +61,11 @@ def apply_row_filters(raw: pd.DataFrame, filters: RowFilters, *, n_gpus_column: 
         new = hit & ~skip
         if strict and new.any():
             at = int(np.argmax(new))
-            raise InputError(f"row skipped as {reason}: {raw[column].iloc[at]!r} "
+            value = raw[column].iloc[at]
+            value = value.item() if isinstance(value, np.generic) else value
+            raise InputError(f"row skipped as {reason}: {value!r} "
                              "(--strict refuses such rows)", source=source,
-                             line=int(raw.index[at]) + 2, field=column)
+                             line=int(raw.index[at]) + first_line, field=column)
         counts[reason] = int(new.sum())
         skip |= new
     return raw[~skip], counts
@@ -70,3 +76,4 @@ def format_skipped(counts: dict[str, int]) -> str:
     total = sum(counts.values())
     parts = ", ".join(f"{reason} {count}" for reason, count in counts.items() if count)
     return f"skipped {total} rows" + (f" ({parts})" if parts else "")
+
