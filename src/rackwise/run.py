@@ -49,6 +49,7 @@ class WorkloadConfig(BaseModel):
     first_n: int | None = Field(default=None, gt=0)
     skip_oversized: bool = False
     strict: bool = False  # refuse a trace file at the first row its mapping would skip
+    gpu_shares: bool = False  # read requests for part of one GPU as fractional jobs
     # Arrival-rate factor: gaps between submissions are divided by it (1 = as recorded).
     load: float = Field(default=1.0, gt=0)
     # The cluster's log: this many jobs that finished before start_s (see `load_history`).
@@ -123,7 +124,7 @@ def load_workload(config: WorkloadConfig) -> Workload:
 
         assert config.file is not None
         workload = readers.read(config.file, config.format, mapping=config.mapping,
-                                strict=config.strict)
+                                strict=config.strict, gpu_shares=config.gpu_shares)
         workload = workload.select(groups=config.groups, start_s=config.start_s,
                                    end_s=config.end_s, first_n=config.first_n)
     return scale_arrivals(workload, config.load) if config.load != 1.0 else workload
@@ -146,7 +147,8 @@ def load_history(config: WorkloadConfig) -> list[Job]:
 
         assert config.file is not None
         earlier = readers.read(config.file, config.format, mapping=config.mapping,
-                               strict=config.strict).select(groups=config.groups, end_s=config.start_s)
+                               strict=config.strict, gpu_shares=config.gpu_shares
+                               ).select(groups=config.groups, end_s=config.start_s)
     finished = [job for job in earlier if job.submit_time + job.duration_s <= config.start_s]
     finished.sort(key=lambda job: job.submit_time + job.duration_s)
     return finished[-config.history_jobs:]

@@ -27,6 +27,8 @@ HistoryJobs = Annotated[int, typer.Option(
     min=0, help="Give the policy the cluster's log: the N jobs that last finished before --start-s "
                 "(predictors learn from it).")]
 Strict = Annotated[bool, typer.Option(help="Refuse a trace file at the first row its mapping would skip.")]
+GpuShares = Annotated[bool, typer.Option(
+    help="Run requests for part of one GPU (csv, pai) as fractional jobs instead of rounding up.")]
 Cluster = Annotated[Path | None, typer.Option(help="Cluster spec file (YAML or TOML); overrides the flags below.")]
 Nodes = Annotated[int, typer.Option(help="Nodes in a homogeneous cluster.")]
 GpusPerNode = Annotated[int, typer.Option(help="GPUs per node.")]

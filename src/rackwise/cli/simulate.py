@@ -76,6 +76,7 @@ def simulate(
     first_n: options.FirstN = None,
     skip_oversized: options.SkipOversized = False,
     strict: options.Strict = False,
+    gpu_shares: options.GpuShares = False,
     load: options.Load = 1.0,
     history_jobs: options.HistoryJobs = 0,
     policy: Annotated[str, typer.Option(help="Scheduling policy (see `rackwise policies`).")] = "fifo",
@@ -112,8 +113,8 @@ def simulate(
             workload=WorkloadConfig(
                 trace=trace, file=trace_file, format=trace_format, mapping=mapping,  # type: ignore[arg-type]
                 groups=groups.split(",") if groups else None, start_s=start_s, end_s=end_s,
-                first_n=first_n, skip_oversized=skip_oversized, strict=strict, load=load,
-                history_jobs=history_jobs),
+                first_n=first_n, skip_oversized=skip_oversized, strict=strict,
+                gpu_shares=gpu_shares, load=load, history_jobs=history_jobs),
             cluster=ClusterConfig(spec=cluster, nodes=nodes, gpus_per_node=gpus_per_node,
                                   nodes_per_rack=nodes_per_rack, gpu_type=gpu_type),
             policy=policy, policy_params=parse_params(param, "--param"),

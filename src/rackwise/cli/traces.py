@@ -33,13 +33,13 @@ def list_traces() -> None:
 @app.command("describe")
 def describe(name: Annotated[str, typer.Argument(help="A shipped trace name, or a trace file.")],
              mapping: options.Mapping = None, trace_format: options.TraceFormat = "csv",
-             strict: options.Strict = False) -> None:
+             strict: options.Strict = False, gpu_shares: options.GpuShares = False) -> None:
     """Shape of a trace before any simulation: jobs, GPU sizes, arrivals, skipped rows.
 
     A shipped trace also shows its durations, groups and licence.
     """
     if Path(name).is_file() or mapping is not None or trace_format != "csv":
-        _describe_file(Path(name), mapping, trace_format, strict=strict)
+        _describe_file(Path(name), mapping, trace_format, strict=strict, gpu_shares=gpu_shares)
         return
     from rackwise import traces
 
@@ -51,12 +51,14 @@ def describe(name: Annotated[str, typer.Argument(help="A shipped trace name, or 
     console.print(text)
 
 
-def _describe_file(path: Path, mapping: Path | None, trace_format: str, *, strict: bool) -> None:
+def _describe_file(path: Path, mapping: Path | None, trace_format: str, *, strict: bool,
+                   gpu_shares: bool) -> None:
     from rackwise.workload import readers
     from rackwise.workload.shape import shape
 
     with reported():
-        workload = readers.read(path, trace_format, mapping=mapping, strict=strict)
+        workload = readers.read(path, trace_format, mapping=mapping, strict=strict,
+                                gpu_shares=gpu_shares)
     Console().print(_figures_table(str(path), shape(workload)))
 
 

@@ -43,13 +43,14 @@ _PRESETS = {
 }
 
 FORMATS = ("csv", "gavel", *_PRESETS)
+_WITH_SHARES = ("csv", "pai")  # formats whose GPU requests may be parts of one GPU
 
 __all__ = ["FORMATS", "ColumnMapping", "read", "read_csv", "read_gavel", "read_philly_json"]
 
 
 def read(path: str | Path, trace_format: str = "csv", *,
          mapping: ColumnMapping | str | Path | None = None, time_unit: str = "s",
-         strict: bool = False) -> Workload:
+         strict: bool = False, gpu_shares: bool = False) -> Workload:
     """Read a trace file in one of `FORMATS`.
 
     Args:
@@ -61,12 +62,20 @@ def read(path: str | Path, trace_format: str = "csv", *,
         time_unit: For ``csv``: unit of the time columns.
         strict: Refuse the file at the first row its mapping's (or preset's)
             filters would skip.
+        gpu_shares: Read a request for part of one GPU as a fractional job
+            (``csv``: the mapping's ``fractional_gpus: share``; ``pai``: a
+            one-instance task below 100% of a GPU) instead of rounding it up.
     """
+    if gpu_shares and trace_format not in _WITH_SHARES:
+        raise InputError(f"{trace_format} traces ask for whole GPUs; GPU shares are read from "
+                         f"{' and '.join(_WITH_SHARES)} traces", field="gpu_shares")
     if trace_format == "csv":
         from rackwise.workload.readers.csv import ColumnMapping, read_csv
 
         if mapping is not None and not isinstance(mapping, ColumnMapping):
             mapping = ColumnMapping.from_yaml(mapping)
+        if gpu_shares:
+            mapping = (mapping or ColumnMapping()).model_copy(update={"fractional_gpus": "share"})
         return read_csv(path, mapping, time_unit=time_unit, strict=strict)
     if trace_format not in FORMATS:
         raise UnknownNameError(f"unknown trace format {trace_format!r}."
@@ -80,6 +89,8 @@ def read(path: str | Path, trace_format: str = "csv", *,
         return read_gavel(path)
     module_name, _, function = _PRESETS[trace_format].partition(":")
     reader: Callable[..., Workload] = getattr(importlib.import_module(module_name), function)
+    if gpu_shares:
+        return reader(path, strict=strict, gpu_shares=True)
     return reader(path, strict=strict)
 
 

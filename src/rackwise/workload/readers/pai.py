@@ -16,6 +16,8 @@ How a row (one task of a job) becomes a `Job`:
   rounded up per instance: a share of a GPU is read as a whole one. Such
   rows are counted in ``Workload.n_rounded_up`` and keep the share asked
   for per instance as the tag ``gpu_share`` (``plan_gpu 50`` gives ``"0.5"``).
+  With ``gpu_shares``, a one-instance task below one GPU is instead a
+  fractional job asking for that share (``Job.gpu_share``), not rounded.
 - tags: ``gpu_type`` and ``status``.
 
 Skipped and counted, in this order: CPU-only tasks (``plan_gpu`` 0,
@@ -56,7 +58,7 @@ MAPPING = ColumnMapping(
                     required=("start_time", "end_time", "plan_gpu"), zero_duration=True))
 
 
-def read_pai(path: str | Path, *, strict: bool = False) -> Workload:
+def read_pai(path: str | Path, *, strict: bool = False, gpu_shares: bool = False) -> Workload:
     """Read a PAI task table (``*.gz`` is decompressed); see the module docstring."""
     path = Path(path)
     source = str(path)
@@ -73,10 +75,18 @@ def read_pai(path: str | Path, *, strict: bool = False) -> Workload:
     table["submit_time"] -= table["submit_time"].min()  # the published times are shifted anyway
     workload = with_tags(table_to_workload(table, name=_stem(path), source=source,
                                            n_gpus_field="plan_gpu"), table)
+    shares = table["tag:gpu_share"]
+    rounded = shares.notna().tolist()
+    n_rounded_up = sum(rounded)
+    if gpu_shares:
+        jobs = tuple(job.with_changes(gpu_share=float(share)) if up and job.n_gpus == 1 else job
+                     for job, share, up in zip(workload.jobs, shares.tolist(), rounded, strict=True))
+        n_rounded_up -= sum(job.is_fractional for job in jobs)
+        workload = dataclasses.replace(workload, jobs=jobs)
     skipped = table.attrs["skipped"]
     return dataclasses.replace(workload, n_skipped=sum(skipped.values()),
                                skipped_by_reason=tuple(skipped.items()),
-                               n_rounded_up=int(table["tag:gpu_share"].notna().sum()))
+                               n_rounded_up=n_rounded_up)
 
 
 def _derive(raw: pd.DataFrame, source: str, first_line: int) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""Fractional GPU counts in a CSV trace: refused, rounded up and counted, or read as shares."""
+"""Fractional GPU counts in a trace: refused, rounded up and counted, or read as shares."""
 
 from __future__ import annotations
 
@@ -7,12 +7,15 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from tests.preset_samples import SAMPLES
 from typer.testing import CliRunner
 
 from rackwise.cli import app
 from rackwise.errors import InputError
+from rackwise.workload import readers
 from rackwise.workload.readers.csv import ColumnMapping, read_csv
 
+PAI_SAMPLE = SAMPLES["pai"]
 # A pod export's GPU request in thousandths of a GPU (460 = 0.46 of one GPU).
 TRACE = "id,submit,duration,gpu_milli\na,0,100,460\nb,0,100,500\nc,10,50,1000\nd,20,40,2500\n"
 
@@ -72,3 +75,22 @@ def test_simulate_packs_the_shares_and_reports_the_rounding(trace: Path, tmp_pat
     jobs = pd.read_parquet(out / "jobs.parquet").set_index("job_id")
     assert jobs.loc[["a", "b", "c"], "first_start"].tolist() == [0.0, 0.0, 10.0]
     assert jobs.loc["d", "first_start"] == 60.0
+
+
+def test_gpu_shares_turns_a_csv_trace_s_shares_into_fractional_jobs(trace: Path) -> None:
+    workload = readers.read(trace, "csv", mapping=_mapping(), gpu_shares=True)
+    assert [job.gpu_share for job in workload] == [0.46, 0.5, 1.0, 1.0]
+
+
+def test_gpu_shares_reads_the_pai_sample_s_half_gpu_task_as_a_fractional_job() -> None:
+    rounded = readers.read(PAI_SAMPLE, "pai")
+    shared = readers.read(PAI_SAMPLE, "pai", gpu_shares=True)
+    assert [(job.n_gpus, job.gpu_share) for job in rounded] == [(1, 1.0)]
+    assert rounded.n_rounded_up == 1
+    assert [(job.n_gpus, job.gpu_share) for job in shared] == [(1, 0.5)]
+    assert shared.n_rounded_up == 0
+
+
+def test_gpu_shares_is_refused_for_a_format_of_whole_gpus() -> None:
+    with pytest.raises(InputError, match="field 'gpu_shares': helios traces ask for whole GPUs"):
+        readers.read(PAI_SAMPLE, "helios", gpu_shares=True)
