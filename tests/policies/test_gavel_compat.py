@@ -90,18 +90,28 @@ def test_a_solve_at_time_zero_leaves_the_gate_open_when_asked() -> None:
     assert starts["2"] == pytest.approx(720.0)  # the first round after job 0 ended
 
 
-def test_rounds_end_at_the_last_whole_step() -> None:
-    # At 0.33 iterations/s a round of 360 s holds floor(118.8) = 118 whole steps,
-    # which end at 357.58 s: the next round starts then, as in Gavel's simulator.
+def test_whole_steps_stop_each_job_and_end_the_round_with_the_last() -> None:
+    # At 0.33 iterations/s a round of 360 s holds floor(118.8) = 118 whole steps, which
+    # end at 357.58 s; both running jobs stop there, so the next round starts then, as
+    # in Gavel's simulator, and job 2 runs in it.
     perf = TablePerf({("m", "v100"): 0.33})
     jobs = [job("0", "m", 1e5), job("1", "m", 1e5), job("2", "m", 1e5)]
-    policy = Gavel(min_reset_interval_s=0.0, round_ends_at_last_step=True)
+    policy = Gavel(min_reset_interval_s=0.0, whole_steps=True)
     sim = Simulator(cluster(("v100", 1, 2)), jobs, policy, perf=perf)
     sim.start()
     sim.step()
-    assert policy.clock_.next_round == pytest.approx(118 / 0.33)
+    assert sorted(sim.running) == ["0", "1"]
     sim.step()
     assert sim.now == pytest.approx(118 / 0.33)
+    state = sim.running.get("0") or sim.pending["0"]
+    assert state.iters_at(sim.now) == pytest.approx(118.0)
+    assert "2" in sim.running
+    # A job with a faster micro-task idles until the round ends: here no round is cut.
+    plain = Simulator(cluster(("v100", 1, 2)), jobs, Gavel(min_reset_interval_s=0.0), perf=perf)
+    plain.start()
+    plain.step()
+    plain.step()
+    assert plain.now == pytest.approx(360.0)
 
 
 def test_compat_experiment_runs_both_policies_on_a_small_gavel_trace() -> None:

@@ -71,11 +71,13 @@ class Gavel(BasePolicy):
         zero_reset_opens_gate: A recompute at time 0 leaves the gate open,
             so the next change is solved at the next round (Gavel tests
             ``_last_reset_time == 0``, its value before any recompute).
-        round_ends_at_last_step: A round ends when its longest micro-task
-            of whole steps does: the largest, over the jobs run, of
-            ``floor(rate x round_s)`` steps (at most the steps left) at the
-            job's rate on its type (Gavel's ``_get_num_steps`` and
-            ``Scheduler.simulate``); False: rounds of ``round_s`` exactly.
+        whole_steps: Run each job of a round for whole steps only, as
+            Gavel's micro-tasks do: it stops once it has run
+            ``floor(rate x round_s)`` steps (at most the steps left) at its
+            rate on its type, and idles until the next round; when every job
+            of the round has stopped, the next round starts (Gavel's
+            ``_get_num_steps`` and ``Scheduler.simulate``). False: a job runs
+            through the round, and rounds last ``round_s``.
         fifo_seed: Seed of the ``fifo`` objective's draws (Python's
             ``random.Random``, as Gavel's ``FIFOPolicy(seed=...)``); None
             draws one from the run's generator.
@@ -100,7 +102,7 @@ class Gavel(BasePolicy):
     round_s: float = 360.0
     min_reset_interval_s: float = 1920.0
     zero_reset_opens_gate: bool = False
-    round_ends_at_last_step: bool = False
+    whole_steps: bool = False
     fifo_seed: int | None = None
     second_stage: bool = True
     span_types: bool = True
@@ -142,6 +144,7 @@ class Gavel(BasePolicy):
         self.ran_on_: dict[str, tuple[int, float, tuple[str, str] | None]] = {}
         self.iso_time_: dict[str, float] = {}  # finish-time fairness: isolated seconds so far
         self.iso_mark_: dict[str, tuple[float, float]] = {}  # job -> (iters, thr_iso) at last solve
+        self.micro_end_: dict[str, float] = {}  # whole_steps: job -> when its micro-task ends
         self.fifo_types_: dict[str, int] = {}  # fifo: job -> its GPU type, kept until a recompute
         self.arrival_seq_: dict[str, int] = {}  # fifo: job -> arrival number (Gavel's job id order)
         if self.objective == "fifo":
@@ -156,7 +159,7 @@ class Gavel(BasePolicy):
     def on_completion(self, job: Job, now: float) -> None:
         self.dirty_ = True
         for table in (self.alloc_, self.job_time_, self.deficit_, self.ran_on_, self.iso_time_,
-                      self.iso_mark_):
+                      self.iso_mark_, self.micro_end_):
             table.pop(job.job_id, None)
         for pair in [p for p in self.pair_alloc_ if job.job_id in p]:
             del self.pair_alloc_[pair]
@@ -165,37 +168,53 @@ class Gavel(BasePolicy):
 
     # ------------------------------------------------------------------ rounds
     def schedule(self, view: ClusterView, now: float) -> Decisions:
+        ended: list[str] = []
+        if self.whole_steps:
+            ended = sorted(job_id for job_id, end in self.micro_end_.items()
+                           if end <= now + 1e-9 and job_id in view.running)
+            if ended and len(ended) == len(view.running):
+                self.clock_.next_round = now  # every micro-task has ended: so has the round
         active = self.clock_.begin(view, now)
         if active is None:
-            return Decisions(wake_at=self.clock_.wake_at(view, now))
+            for job_id in ended:  # it idles until the round ends
+                del self.micro_end_[job_id]
+            return Decisions(preempt=tuple(ended), wake_at=self._wake_at(view, now))
         rates = self.rates_.matrix(view, active)
         self._account(view, now)
         if self.dirty_ and self._gate_open(now):
             self._recompute(view, active, rates, now)
         decisions = self._run_round(view, active, rates, now)
-        if self.round_ends_at_last_step:
-            self._end_round_at_last_step(active, rates, now)
+        if self.whole_steps:
+            self._start_micro_tasks(active, rates, now)
         stuck = [s.job_id for s, r in zip(active, rates) if not (r > 0).any()]
-        wake = self.clock_.wake_at(view, now) if self.span_types or len(stuck) < len(active) else None
+        wake = self._wake_at(view, now) if self.span_types or len(stuck) < len(active) else None
         unplaced = {job_id: "needs more GPUs than any single GPU type has" for job_id in stuck
                     if self.span_types is False}
         return Decisions(start=decisions.start, preempt=decisions.preempt, wake_at=wake,
                          unplaced=unplaced)
 
-    def _end_round_at_last_step(self, active: list[JobState], rates: np.ndarray,
-                                now: float) -> None:
+    def _wake_at(self, view: ClusterView, now: float) -> float | None:
+        """The next round, or the end of a micro-task before it (whole_steps)."""
+        wake = self.clock_.wake_at(view, now)
+        later = [end for end in self.micro_end_.values() if end > now + 1e-9]
+        if later and (wake is None or min(later) < wake):
+            return min(later)
+        return wake
+
+    def _micro_task_s(self, state: JobState, rate: float, now: float) -> float:
+        """Seconds of a micro-task of whole steps: ``floor(rate x round_s)``, at most those left."""
+        steps = min(np.floor(rate * self.round_s), np.ceil(state.remaining_iters(now) - 1e-9))
+        return float(steps / rate)
+
+    def _start_micro_tasks(self, active: list[JobState], rates: np.ndarray, now: float) -> None:
         index = {s.job_id: i for i, s in enumerate(active)}
-        longest = 0.0
+        self.micro_end_ = {}
         for job_id, (j, _, _) in self.ran_on_.items():
             i = index.get(job_id)
-            if i is None:
-                continue
-            rate = rates[i, j]
-            if rate > 0:
-                steps = min(np.floor(rate * self.round_s), np.ceil(active[i].remaining_iters(now)))
-                longest = max(longest, steps / rate)
-        if longest > 0:
-            self.clock_.next_round = now + longest
+            if i is not None and rates[i, j] > 0:
+                # A microsecond late, so that a job's last micro-task ends after its completion
+                # (a restart's checkpoint read, however small, delays that).
+                self.micro_end_[job_id] = now + self._micro_task_s(active[i], rates[i, j], now) + 1e-6
 
     def _gate_open(self, now: float) -> bool:
         if self.last_reset_ is None or now - self.last_reset_ >= self.min_reset_interval_s:
