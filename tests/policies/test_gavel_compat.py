@@ -114,6 +114,21 @@ def test_whole_steps_stop_each_job_and_end_the_round_with_the_last() -> None:
     assert plain.now == pytest.approx(360.0)
 
 
+@pytest.mark.parametrize(("order", "expected"), [(None, "p100"), (["v100", "p100", "k80"], "v100")])
+def test_type_order_offers_gpu_types_in_gavels_fixed_order(order: list[str] | None,
+                                                         expected: str) -> None:
+    # The job runs 3x faster on the P100, so X puts it there; Gavel offers V100s first,
+    # and a job of priority 0 on a type still takes a free GPU of it (LAS).
+    perf = TablePerf({("m", "v100"): 1.0, ("m", "p100"): 3.0})
+    topology = cluster(("v100", 1, 1), ("p100", 1, 1))
+    policy = Gavel(second_stage=False, type_order=order)
+    sim = Simulator(topology, [job("0", "m", 1e5)], policy, perf=perf)
+    sim.start()
+    sim.step()
+    assert policy.allocation["0"][list(policy.rates_.types).index("p100")] == pytest.approx(1.0)
+    assert {topology.gpu_type_of(g) for g in sim.running["0"].gpu_ids} == {expected}
+
+
 def test_compat_experiment_runs_both_policies_on_a_small_gavel_trace() -> None:
     experiment = load_experiment(ROOT / "experiments" / "gavel-compat.yaml")
     assert [p.label for p in experiment.policies] == ["fifo", "max_min_fairness_perf"]

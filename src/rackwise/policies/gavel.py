@@ -78,6 +78,12 @@ class Gavel(BasePolicy):
             of the round has stopped, the next round starts (Gavel's
             ``_get_num_steps`` and ``Scheduler.simulate``). False: a job runs
             through the round, and rounds last ``round_s``.
+        type_order: GPU type names in the order a heterogeneity-aware round
+            offers their GPUs, e.g. Gavel's ``[v100, p100, k80]``
+            (``_schedule_jobs_on_workers``); types the cluster lacks are
+            skipped, types not named follow in the default order. None: by
+            descending mean rate of the jobs in X. Agnostic variants shuffle
+            the types each round either way.
         fifo_seed: Seed of the ``fifo`` objective's draws (Python's
             ``random.Random``, as Gavel's ``FIFOPolicy(seed=...)``); None
             draws one from the run's generator.
@@ -103,6 +109,7 @@ class Gavel(BasePolicy):
     min_reset_interval_s: float = 1920.0
     zero_reset_opens_gate: bool = False
     whole_steps: bool = False
+    type_order: list[str] | None = None
     fifo_seed: int | None = None
     second_stage: bool = True
     span_types: bool = True
@@ -384,7 +391,12 @@ class Gavel(BasePolicy):
 
     def _type_order(self, rates: np.ndarray) -> list[int]:
         if self.heterogeneity_aware and self.objective != "fifo":
-            return [int(j) for j in np.argsort(-rates.mean(axis=0), kind="stable")]
+            by_rate = [int(j) for j in np.argsort(-rates.mean(axis=0), kind="stable")]
+            if self.type_order is None:
+                return by_rate
+            index = {name: j for j, name in enumerate(self.rates_.types)}
+            named = [index[name] for name in self.type_order if name in index]
+            return named + [j for j in by_rate if j not in named]
         return [int(j) for j in self.rng_.permutation(rates.shape[1])]
 
     def _place(self, view: ClusterView, active: list[JobState], chosen: dict[int, int],
