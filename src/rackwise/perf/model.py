@@ -36,7 +36,7 @@ from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import fields
 from operator import attrgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -79,15 +79,18 @@ class NetworkPerf:
     """Performance model with network topology, congestion, heterogeneity and interference.
 
     Args:
-        config: Every constant (`PerfConfig`).
+        config: Every constant (`PerfConfig`), or a mapping of the fields to
+            change from `PerfConfig`'s defaults (an experiment's ``perf_params``).
         table: Measured throughputs (default: the shipped table).
         assign_models: Give jobs without a model one drawn from the run's
             generator (conditioned on GPU count) and recompute their iterations
             from their trace duration. Off: such jobs run at trace speed.
     """
 
-    def __init__(self, config: PerfConfig | None = None, table: ThroughputTable | None = None,
-                 assign_models: bool = True) -> None:
+    def __init__(self, config: PerfConfig | Mapping[str, Any] | None = None,
+                 table: ThroughputTable | None = None, assign_models: bool = True) -> None:
+        if isinstance(config, Mapping):
+            config = PerfConfig(**config)
         self.config = config if config is not None else PerfConfig()
         self.table = table
         self.assign_models = assign_models

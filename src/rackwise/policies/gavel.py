@@ -7,11 +7,18 @@ highest priority ``X / share of time received`` on each type, preempting
 the rest. The choices the digest leaves open are parameters ([R]):
 ``second_stage`` (break LAS ties by maximising the total, §7.1) and
 ``min_reset_interval_s`` (Gavel's 1920 s gate, §7.2).
+
+Objective ``fifo`` is Gavel's heterogeneity-agnostic FIFO as its simulator
+runs it (``scheduler/policies/fifo.py``, ``FIFOPolicy``): each job is given
+one GPU type for good, and GPUs change hands only when X is recomputed, so
+a freed GPU idles until the next gated re-solve. docs/validation.md lists
+Gavel's timing rules and how experiments/gavel-compat.yaml follows them.
 """
 
 from __future__ import annotations
 
 import logging
+import random
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import ClassVar, Literal
@@ -33,7 +40,8 @@ from rackwise.workload.state import JobState, Status
 
 logger = logging.getLogger(__name__)
 
-Objective = Literal["max_min_fairness", "min_makespan", "finish_time_fairness", "max_throughput"]
+Objective = Literal["max_min_fairness", "min_makespan", "finish_time_fairness", "max_throughput",
+                    "fifo"]
 
 
 def priority_weight(job: Job) -> float:
@@ -50,13 +58,35 @@ class Gavel(BasePolicy):
 
     Args:
         objective: ``max_min_fairness`` (LAS), ``min_makespan``,
-            ``finish_time_fairness`` (Themis-style) or ``max_throughput``.
+            ``finish_time_fairness`` (Themis-style), ``max_throughput``, or
+            ``fifo`` (Gavel's agnostic FIFO: one GPU type per job, handed
+            over only at a recompute; `gavel_fifo_types`).
         heterogeneity_aware: Use per-type throughputs (the ``_perf``
-            variants); False gives the agnostic variants.
+            variants); False gives the agnostic variants. ``fifo`` is
+            agnostic either way.
         round_s: Round length (Gavel: 360 s).
         min_reset_interval_s: X is recomputed after arrivals or completions
             only when this long has passed since the last recompute
             (Gavel: 1920 s; 0 recomputes at the next round).
+        zero_reset_opens_gate: A recompute at time 0 leaves the gate open,
+            so the next change is solved at the next round (Gavel tests
+            ``_last_reset_time == 0``, its value before any recompute).
+        whole_steps: Run each job of a round for whole steps only, as
+            Gavel's micro-tasks do: it stops once it has run
+            ``floor(rate x round_s)`` steps (at most the steps left) at its
+            rate on its type, and idles until the next round; when every job
+            of the round has stopped, the next round starts (Gavel's
+            ``_get_num_steps`` and ``Scheduler.simulate``). False: a job runs
+            through the round, and rounds last ``round_s``.
+        type_order: GPU type names in the order a heterogeneity-aware round
+            offers their GPUs, e.g. Gavel's ``[v100, p100, k80]``
+            (``_schedule_jobs_on_workers``); types the cluster lacks are
+            skipped, types not named follow in the default order. None: by
+            descending mean rate of the jobs in X. Agnostic variants shuffle
+            the types each round either way.
+        fifo_seed: Seed of the ``fifo`` objective's draws (Python's
+            ``random.Random``, as Gavel's ``FIFOPolicy(seed=...)``); None
+            draws one from the run's generator.
         second_stage: After the max-min LP, maximise the total while keeping
             the minimum ([R]); False is Gavel's single LP.
         span_types: A job larger than every GPU type (which Gavel could never
@@ -77,6 +107,10 @@ class Gavel(BasePolicy):
     heterogeneity_aware: bool = True
     round_s: float = 360.0
     min_reset_interval_s: float = 1920.0
+    zero_reset_opens_gate: bool = False
+    whole_steps: bool = False
+    type_order: list[str] | None = None
+    fifo_seed: int | None = None
     second_stage: bool = True
     span_types: bool = True
     space_sharing: bool = False
@@ -117,14 +151,22 @@ class Gavel(BasePolicy):
         self.ran_on_: dict[str, tuple[int, float, tuple[str, str] | None]] = {}
         self.iso_time_: dict[str, float] = {}  # finish-time fairness: isolated seconds so far
         self.iso_mark_: dict[str, tuple[float, float]] = {}  # job -> (iters, thr_iso) at last solve
+        self.micro_end_: dict[str, float] = {}  # whole_steps: job -> when its micro-task ends
+        self.fifo_types_: dict[str, int] = {}  # fifo: job -> its GPU type, kept until a recompute
+        self.arrival_seq_: dict[str, int] = {}  # fifo: job -> arrival number (Gavel's job id order)
+        if self.objective == "fifo":
+            seed = self.fifo_seed if self.fifo_seed is not None else int(rng.integers(2**63))
+            self.fifo_rng_ = random.Random(seed)
 
     def on_arrival(self, job: Job, now: float) -> None:
         self.dirty_ = True
+        if self.objective == "fifo":
+            self.arrival_seq_.setdefault(job.job_id, len(self.arrival_seq_))
 
     def on_completion(self, job: Job, now: float) -> None:
         self.dirty_ = True
         for table in (self.alloc_, self.job_time_, self.deficit_, self.ran_on_, self.iso_time_,
-                      self.iso_mark_):
+                      self.iso_mark_, self.micro_end_):
             table.pop(job.job_id, None)
         for pair in [p for p in self.pair_alloc_ if job.job_id in p]:
             del self.pair_alloc_[pair]
@@ -133,21 +175,58 @@ class Gavel(BasePolicy):
 
     # ------------------------------------------------------------------ rounds
     def schedule(self, view: ClusterView, now: float) -> Decisions:
+        ended: list[str] = []
+        if self.whole_steps:
+            ended = sorted(job_id for job_id, end in self.micro_end_.items()
+                           if end <= now + 1e-9 and job_id in view.running)
+            if ended and len(ended) == len(view.running):
+                self.clock_.next_round = now  # every micro-task has ended: so has the round
         active = self.clock_.begin(view, now)
         if active is None:
-            return Decisions(wake_at=self.clock_.wake_at(view, now))
+            for job_id in ended:  # it idles until the round ends
+                del self.micro_end_[job_id]
+            return Decisions(preempt=tuple(ended), wake_at=self._wake_at(view, now))
         rates = self.rates_.matrix(view, active)
         self._account(view, now)
-        if self.dirty_ and (self.last_reset_ is None
-                            or now - self.last_reset_ >= self.min_reset_interval_s):
+        if self.dirty_ and self._gate_open(now):
             self._recompute(view, active, rates, now)
         decisions = self._run_round(view, active, rates, now)
+        if self.whole_steps:
+            self._start_micro_tasks(active, rates, now)
         stuck = [s.job_id for s, r in zip(active, rates) if not (r > 0).any()]
-        wake = self.clock_.wake_at(view, now) if self.span_types or len(stuck) < len(active) else None
+        wake = self._wake_at(view, now) if self.span_types or len(stuck) < len(active) else None
         unplaced = {job_id: "needs more GPUs than any single GPU type has" for job_id in stuck
                     if self.span_types is False}
         return Decisions(start=decisions.start, preempt=decisions.preempt, wake_at=wake,
                          unplaced=unplaced)
+
+    def _wake_at(self, view: ClusterView, now: float) -> float | None:
+        """The next round, or the end of a micro-task before it (whole_steps)."""
+        wake = self.clock_.wake_at(view, now)
+        later = [end for end in self.micro_end_.values() if end > now + 1e-9]
+        if later and (wake is None or min(later) < wake):
+            return min(later)
+        return wake
+
+    def _micro_task_s(self, state: JobState, rate: float, now: float) -> float:
+        """Seconds of a micro-task of whole steps: ``floor(rate x round_s)``, at most those left."""
+        steps = min(np.floor(rate * self.round_s), np.ceil(state.remaining_iters(now) - 1e-9))
+        return float(steps / rate)
+
+    def _start_micro_tasks(self, active: list[JobState], rates: np.ndarray, now: float) -> None:
+        index = {s.job_id: i for i, s in enumerate(active)}
+        self.micro_end_ = {}
+        for job_id, (j, _, _) in self.ran_on_.items():
+            i = index.get(job_id)
+            if i is not None and rates[i, j] > 0:
+                # A microsecond late, so that a job's last micro-task ends after its completion
+                # (a restart's checkpoint read, however small, delays that).
+                self.micro_end_[job_id] = now + self._micro_task_s(active[i], rates[i, j], now) + 1e-6
+
+    def _gate_open(self, now: float) -> bool:
+        if self.last_reset_ is None or now - self.last_reset_ >= self.min_reset_interval_s:
+            return True
+        return self.zero_reset_opens_gate and self.last_reset_ == 0.0
 
     def _account(self, view: ClusterView, now: float) -> None:
         """Add last round's run time to each job's counter on the type it ran on."""
@@ -221,6 +300,8 @@ class Gavel(BasePolicy):
             # Agnostic: every usable type looks alike (LAS: rate 1; others: the job's best rate).
             best = rates.max(axis=1, keepdims=True) if self.objective != "max_min_fairness" else 1.0
             rates = np.where(rates > 0, best, 0.0)
+        if self.objective == "fifo":
+            return self._solve_fifo(active, rates)
         if self.objective == "max_throughput":
             return lp.max_throughput(rates, n_gpus, capacity)
         remaining = np.array([s.remaining_iters(now) for s in active])
@@ -231,6 +312,20 @@ class Gavel(BasePolicy):
             return self._solve_ftf(active, rates, remaining, n_gpus, now)
         return lp.max_min(self._las_coef(active, rates), rates, n_gpus, capacity,
                           second_stage=self.second_stage)
+
+    def _solve_fifo(self, active: list[JobState], rates: np.ndarray) -> np.ndarray:
+        """X of Gavel's FIFO: a one-hot row per job given a type, zeros for the rest."""
+        types = gavel_fifo_types(
+            self.fifo_types_, [s.job_id for s in active],
+            {s.job_id: s.job.n_gpus for s in active}, self.rates_.types,
+            self.rates_.capacity.astype(int), {s.job_id: r for s, r in zip(active, rates)},
+            self.arrival_seq_, self.fifo_rng_)
+        self.fifo_types_ = types
+        x = np.zeros_like(rates)
+        for i, state in enumerate(active):
+            if state.job_id in types:
+                x[i, types[state.job_id]] = 1.0
+        return x
 
     def _solve_ftf(self, active: list[JobState], rates: np.ndarray, remaining: np.ndarray,
                    n_gpus: np.ndarray, now: float) -> np.ndarray:
@@ -271,6 +366,8 @@ class Gavel(BasePolicy):
             fraction = times / np.maximum(times.sum(axis=0, keepdims=True), 1e-300)
             prio = np.where(fraction > 0, x / np.maximum(fraction, 1e-300), x * 1e9)
             prio = np.where(runs, prio, 0.0)
+            if self.objective == "fifo":  # Gavel's FIFO runs no job of priority 0
+                runs = runs & (prio > 0)
             for j in self._type_order(rates[in_x]):
                 # lexsort: last key first; negated for descending; stable, so ties keep arrival order
                 for k in np.lexsort((-x[:, j], -deficit[:, j], -prio[:, j])):
@@ -293,8 +390,13 @@ class Gavel(BasePolicy):
                 if a in index and b in index]
 
     def _type_order(self, rates: np.ndarray) -> list[int]:
-        if self.heterogeneity_aware:
-            return [int(j) for j in np.argsort(-rates.mean(axis=0), kind="stable")]
+        if self.heterogeneity_aware and self.objective != "fifo":
+            by_rate = [int(j) for j in np.argsort(-rates.mean(axis=0), kind="stable")]
+            if self.type_order is None:
+                return by_rate
+            index = {name: j for j, name in enumerate(self.rates_.types)}
+            named = [index[name] for name in self.type_order if name in index]
+            return named + [j for j in by_rate if j not in named]
         return [int(j) for j in self.rng_.permutation(rates.shape[1])]
 
     def _place(self, view: ClusterView, active: list[JobState], chosen: dict[int, int],
@@ -375,3 +477,66 @@ class Gavel(BasePolicy):
                 later.append(state)
         keep.update(s.job_id for s in later if s.partner not in keep)
         return keep
+
+
+def gavel_fifo_types(previous: Mapping[str, int], active: list[str], n_gpus: Mapping[str, int],
+                     type_names: tuple[str, ...], capacity: np.ndarray,
+                     rates: Mapping[str, np.ndarray], arrival: Mapping[str, int],
+                     rng: random.Random) -> dict[str, int]:
+    """The GPU type (index into ``type_names``) of each job, as Gavel's FIFO gives them.
+
+    Follows ``FIFOPolicy.get_allocation`` (``scheduler/policies/fifo.py``,
+    mode ``base``) step by step, its quirks included, so that the same seed
+    gives the same types:
+
+    1. Jobs of ``previous`` in arrival order: a finished one (not in
+       ``active``) hands its type to the head of the queue (active jobs
+       without a type, in arrival order) if the head fits in that type's
+       GPUs not yet counted and runs on it; a running one keeps its type and
+       counts its GPUs.
+    2. The types with free GPUs, by name, form a list. Each queued job in
+       turn takes the *last* type of that list (Gavel's loop variable left
+       over from scanning it, not its random pick), if it runs there, even
+       past the type's GPUs; when a type's count reaches exactly zero, the
+       type at a random index among those with room for the job leaves the
+       list. The queue stops at a job for which no listed type has room.
+
+    Args:
+        previous: Each job's type from the last call (finished jobs included).
+        active: Admitted, unfinished jobs.
+        n_gpus: GPUs of each active job.
+        type_names: GPU type names, in index order.
+        capacity: GPUs of each type.
+        rates: Each active job's rate on each type (0: cannot run there).
+        arrival: Each job's arrival number (Gavel's job id).
+        rng: The policy's draws (Gavel: ``random.Random(seed)``).
+    """
+    live = set(active)
+    available = {j: int(capacity[j]) for j in range(len(type_names))}
+    types: dict[str, int] = dict(previous)
+    queue = sorted((job for job in active if job not in previous), key=arrival.__getitem__)
+    for job in sorted(previous, key=arrival.__getitem__):
+        j = previous[job]
+        if job in live:
+            available[j] -= n_gpus[job]
+            continue
+        if queue and n_gpus[queue[0]] <= available[j] and rates[queue[0]][j] > 0:
+            head = queue.pop(0)
+            types[head] = j
+            available[j] -= n_gpus[head]
+        del types[job]
+    listed = sorted((j for j in available if available[j] > 0), key=type_names.__getitem__)
+    while queue and listed:
+        job = queue.pop(0)
+        need = n_gpus[job]
+        room = [i for i, j in enumerate(listed) if available[j] >= need]
+        j = listed[-1]
+        if not room:
+            break
+        pick = rng.randrange(len(room))
+        if rates[job][j] > 0:
+            types[job] = j
+            available[j] -= need
+            if available[j] == 0:
+                listed.pop(room[pick])
+    return types
