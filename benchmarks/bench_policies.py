@@ -12,6 +12,8 @@ Two figures, each measured in a fresh process (so max RSS belongs to that run):
   and ~90% of the GPUs busy; jobs are the first of philly_2017. The state is
   built directly (allocation, running and pending tables, the policy's hooks
   called as the engine would), not by stepping a simulator.
+  ``decisions_sha256`` (first 16 hex digits of the sha256 of the decision's
+  ``repr``) shows whether a speed-up kept it.
 
     python benchmarks/bench_policies.py decision
     python benchmarks/bench_policies.py speed --policies fifo,tiresias --traces philly_2017
@@ -76,7 +78,7 @@ def decision(policy_name: str, n_pending: int, n_nodes: int, busy_frac: float,
     topology = uniform_cluster(n_nodes, 8, 16)
     pool = [j for j in traces.load("philly_2017", first_n=4 * n_pending + 20_000)
             if j.n_gpus <= 64]
-    walls, cpus, n_started = [], [], 0
+    walls, cpus, n_started, digest = [], [], 0, ""
     for _ in range(repeat):
         policy = make_policy(policy_name)
         sim = Simulator(topology, [], policy, perf=IdealPerf(), seed=0)
@@ -111,11 +113,13 @@ def decision(policy_name: str, n_pending: int, n_nodes: int, busy_frac: float,
         walls.append(time.perf_counter() - wall)
         cpus.append(time.process_time() - cpu)
         n_started = len(decisions.start)
+        digest = hashlib.sha256(repr(decisions).encode()).hexdigest()[:16]
     return {"figure": "decision", "policy": policy_name, "cluster_gpus": topology.n_gpus,
             "n_pending": n_pending, "n_running": len(running), "busy_frac": busy_frac,
             "decision_ms_best": round(1e3 * min(walls), 2),
             "decision_ms_median": round(1e3 * sorted(walls)[len(walls) // 2], 2),
             "decision_cpu_ms_best": round(1e3 * min(cpus), 2), "n_started": n_started,
+            "decisions_sha256": digest,
             "peak_rss_mib": _rss_mib()}
 
 
