@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import re
 from pathlib import Path
 from typing import Annotated
@@ -17,7 +18,7 @@ from rackwise.cli.progress import progress_report
 from rackwise.engine.snapshot import ClusterSnapshot
 from rackwise.engine.snapshot import save as save_snapshot
 from rackwise.errors import InputError
-from rackwise.run import ClusterConfig, RunConfig, WorkloadConfig, execute, save, summary_of
+from rackwise.run import ClusterConfig, RunConfig, WorkloadConfig, build_simulator, save, summary_of
 
 
 def _hours(seconds: float) -> str:
@@ -128,11 +129,16 @@ def simulate(
                     config, forecast_at, samples=forecast_samples, on_progress=progress,
                     on_snapshot=snapshots.append if save_snapshots else None)
             else:
-                result, workload = execute(config, on_progress=progress)
+                simulator, workload = build_simulator(config, on_progress=progress)
+                # The modules and the workload live until the process exits: out of the cyclic
+                # collector's sight, its full collections during the run need not scan them.
+                gc.freeze()
+                result = simulator.run()
         name = trace or (trace_file.stem if trace_file else "trace")
+        summary = summary_of(result, config, workload)
         folder = save(result, config, out or Path("results") / default_folder_name(
                           name, policy, seed, param, perf, perf_param, load, history_jobs),
-                      fmt=table_format, workload=workload)  # type: ignore[arg-type]
+                      fmt=table_format, workload=workload, summary=summary)  # type: ignore[arg-type]
         if any(count for _, count in workload.skipped_by_reason):
             from rackwise.workload.readers.row_filters import format_skipped
 
@@ -151,6 +157,5 @@ def simulate(
             for snapshot in snapshots:
                 path = save_snapshot(snapshot, folder / f"snapshot-{snapshot.taken_at_s:g}.json")
                 console.print(f"snapshot at {snapshot.taken_at_s:g} s: {path}")
-    figures = summary_of(result, config)["figures"]
-    print_summary(console, figures, f"{policy} on {workload.name}, {result.topology.describe()}")
+    print_summary(console, summary["figures"], f"{policy} on {workload.name}, {result.topology.describe()}")
     console.print(f"simulated in {result.wall_time_s:.2f} s; results in {folder}/")
