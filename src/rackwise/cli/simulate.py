@@ -130,10 +130,13 @@ def simulate(
                     on_snapshot=snapshots.append if save_snapshots else None)
             else:
                 simulator, workload = build_simulator(config, on_progress=progress)
-                # The modules and the workload live until the process exits: out of the cyclic
-                # collector's sight, its full collections during the run need not scan them.
+                # The modules and the workload outlive the run: out of the cyclic collector's
+                # sight, its full collections during the run need not scan them again and again.
                 gc.freeze()
-                result = simulator.run()
+                try:
+                    result = simulator.run()
+                finally:
+                    gc.unfreeze()  # collectable again, as before (this may not be the only run)
         name = trace or (trace_file.stem if trace_file else "trace")
         summary = summary_of(result, config, workload)
         folder = save(result, config, out or Path("results") / default_folder_name(
