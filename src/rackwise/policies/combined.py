@@ -198,7 +198,10 @@ class Combined(AsrptParameters, BasePolicy):
             if rates[j] <= 0.0 or (rates[j] < self.min_speed_frac * best_rate
                                    and waited_s < self.type_wait_s):
                 break
-            gpus = best_placement(TypeMask(free, self.type_nodes_[types[j]]), n_gpus, level)
+            nodes = self.type_nodes_[types[j]]
+            # A type on every node needs no mask: the same placement, without a pass over all nodes
+            where = free if len(nodes) == view.topology.n_nodes else TypeMask(free, nodes)
+            gpus = best_placement(where, n_gpus, level)
             if gpus is not None:
                 candidates.append(gpus)
                 if ideal:
