@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gc
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -19,6 +21,21 @@ from rackwise.engine.snapshot import ClusterSnapshot
 from rackwise.engine.snapshot import save as save_snapshot
 from rackwise.errors import InputError
 from rackwise.run import ClusterConfig, RunConfig, WorkloadConfig, build_simulator, save, summary_of
+
+
+@contextmanager
+def _long_lived() -> Iterator[None]:
+    """Keep what exists now (and what `gc.freeze` adds later) out of the cyclic collector's sight.
+
+    The modules and the workload outlive the run, so its full collections need
+    not scan them again and again. Afterwards they are collectable again, as
+    before: this process may go on to other work.
+    """
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
 
 
 def _hours(seconds: float) -> str:
@@ -105,7 +122,7 @@ def simulate(
     Example: rackwise simulate --trace philly_2017 --policy tiresias --nodes 64
     """
     console = Console()
-    with reported():
+    with reported(), _long_lived():
         if save_snapshots and not forecast_at:
             raise InputError("needs --forecast-at: snapshots are taken at its instants",
                              field="--save-snapshots")
@@ -130,13 +147,8 @@ def simulate(
                     on_snapshot=snapshots.append if save_snapshots else None)
             else:
                 simulator, workload = build_simulator(config, on_progress=progress)
-                # The modules and the workload outlive the run: out of the cyclic collector's
-                # sight, its full collections during the run need not scan them again and again.
-                gc.freeze()
-                try:
-                    result = simulator.run()
-                finally:
-                    gc.unfreeze()  # collectable again, as before (this may not be the only run)
+                gc.freeze()  # the workload too, see _long_lived
+                result = simulator.run()
         name = trace or (trace_file.stem if trace_file else "trace")
         summary = summary_of(result, config, workload)
         folder = save(result, config, out or Path("results") / default_folder_name(
