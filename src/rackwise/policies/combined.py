@@ -200,7 +200,8 @@ class Combined(AsrptParameters, BasePolicy):
                 break
             nodes = self.type_nodes_[types[j]]
             # A type on every node needs no mask: the same placement, without a pass over all nodes
-            where = free if len(nodes) == view.topology.n_nodes else TypeMask(free, nodes)
+            every_node = len(nodes) == view.topology.n_nodes == free.topology.n_nodes
+            where = free if every_node else TypeMask(free, nodes)
             gpus = best_placement(where, n_gpus, level)
             if gpus is not None:
                 candidates.append(gpus)
