@@ -12,6 +12,8 @@ Two figures, each measured in a fresh process (so max RSS belongs to that run):
   and ~90% of the GPUs busy; jobs are the first of philly_2017. The state is
   built directly (allocation, running and pending tables, the policy's hooks
   called as the engine would), not by stepping a simulator.
+  ``decisions_sha256`` (first 16 hex digits of the sha256 of the decision's
+  ``repr``) shows whether a speed-up kept it.
 
     python benchmarks/bench_policies.py decision
     python benchmarks/bench_policies.py speed --policies fifo,tiresias --traces philly_2017
@@ -63,59 +65,23 @@ def speed(policy: str, trace: str, first_n: int | None = None) -> dict[str, obje
 def decision(policy_name: str, n_pending: int, n_nodes: int, busy_frac: float,
              repeat: int) -> dict[str, object]:
     """Time one ``schedule`` call on freshly built states (best and median of ``repeat``)."""
-    import numpy as np
+    from rackwise.testing.busy_cluster import busy_cluster
 
-    from rackwise import traces
-    from rackwise.cluster.topology import uniform_cluster
-    from rackwise.perf.base import IdealPerf
-    from rackwise.policies.parts.placement import consolidated
-    from rackwise.policies.registry import make_policy
-    from rackwise.sim.engine import Simulator
-    from rackwise.workload.state import JobState, Status
-
-    topology = uniform_cluster(n_nodes, 8, 16)
-    pool = [j for j in traces.load("philly_2017", first_n=4 * n_pending + 20_000)
-            if j.n_gpus <= 64]
-    walls, cpus, n_started = [], [], 0
+    walls, cpus, n_started, n_running, digest = [], [], 0, 0, ""
     for _ in range(repeat):
-        policy = make_policy(policy_name)
-        sim = Simulator(topology, [], policy, perf=IdealPerf(), seed=0)
-        rng = np.random.default_rng(0)
-        sim.start()
-        now = max(j.submit_time for j in pool) + 1.0
-        sim.advance_to(now)
-        jobs = iter(pool)
-        target_busy = int(busy_frac * topology.n_gpus)
-        running = []
-        # Fill the cluster first, as if these jobs had started at their submit time.
-        while topology.n_gpus - sim.allocation.n_free < target_busy:
-            job = next(jobs)
-            gpus = consolidated(sim.allocation, job.n_gpus, rng)
-            if gpus is None:
-                break
-            state = JobState(job)
-            sim.allocation.allocate(job.job_id, gpus)
-            state.status, state.gpu_ids = Status.RUNNING, gpus
-            state.run_start = state.first_start = state.last_update = job.submit_time
-            state.rate_iters_per_s = job.total_iters / job.duration_s
-            state.n_nodes, state.n_racks = topology.spread(gpus)
-            sim.running[job.job_id] = state
-            running.append(state)
-        for _ in range(n_pending):
-            job = next(jobs)
-            sim.pending[job.job_id] = JobState(job)
-        for state in sorted([*running, *sim.pending.values()], key=lambda s: s.job.submit_time):
-            policy.on_arrival(state.job, state.job.submit_time)
+        state = busy_cluster(policy_name, n_nodes=n_nodes, n_pending=n_pending, busy_frac=busy_frac)
         wall, cpu = time.perf_counter(), time.process_time()
-        decisions = policy.schedule(sim.view, now)
+        decisions = state.decide()
         walls.append(time.perf_counter() - wall)
         cpus.append(time.process_time() - cpu)
-        n_started = len(decisions.start)
-    return {"figure": "decision", "policy": policy_name, "cluster_gpus": topology.n_gpus,
-            "n_pending": n_pending, "n_running": len(running), "busy_frac": busy_frac,
+        n_started, n_running = len(decisions.start), state.n_running
+        digest = hashlib.sha256(repr(decisions).encode()).hexdigest()[:16]
+    return {"figure": "decision", "policy": policy_name, "cluster_gpus": 8 * n_nodes,
+            "n_pending": n_pending, "n_running": n_running, "busy_frac": busy_frac,
             "decision_ms_best": round(1e3 * min(walls), 2),
             "decision_ms_median": round(1e3 * sorted(walls)[len(walls) // 2], 2),
             "decision_cpu_ms_best": round(1e3 * min(cpus), 2), "n_started": n_started,
+            "decisions_sha256": digest,
             "peak_rss_mib": _rss_mib()}
 
 

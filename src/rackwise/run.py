@@ -223,7 +223,13 @@ def summary_of(result: SimResult, config: RunConfig,
 
 
 def save(result: SimResult, config: RunConfig, out_dir: str | Path,
-         fmt: TableFormat = "parquet", workload: Workload | None = None) -> Path:
-    """Write ``jobs``, ``timeline`` and ``summary.json`` into ``out_dir``."""
+         fmt: TableFormat = "parquet", workload: Workload | None = None,
+         summary: dict[str, Any] | None = None) -> Path:
+    """Write ``jobs``, ``timeline`` and ``summary.json`` into ``out_dir``.
+
+    ``summary``: what `summary_of` gave for this run, if the caller has it already.
+    """
     tables = {"jobs": records_frame(result.records), "timeline": timeline_frame(result.timeline)}
-    return write_results(out_dir, tables, summary_of(result, config, workload), fmt=fmt)
+    if summary is None:
+        summary = summary_of(result, config, workload)
+    return write_results(out_dir, tables, summary, fmt=fmt)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 
@@ -23,6 +24,18 @@ def test_simulate_writes_a_results_folder(tmp_path: Path) -> None:
     assert summary["figures"]["n_jobs"] == 200
     assert summary["config"]["policy"] == "tiresias"
     assert len((out / "jobs.csv").read_text().splitlines()) == 201
+
+
+def test_simulate_leaves_the_garbage_collector_as_it_found_it(tmp_path: Path) -> None:
+    """The run's collector settings (frozen objects, a higher young threshold) end with it,
+    whether the run succeeds or is refused."""
+    before = gc.get_threshold(), gc.get_freeze_count()
+    ok = RUNNER.invoke(app, ["simulate", "--trace", "itp_2021", "--first-n", "50", "--nodes", "4",
+                             "--out", str(tmp_path / "run")])
+    refused = RUNNER.invoke(app, ["simulate", "--trace", "itp_2021", "--policy", "no-such-policy",
+                                  "--out", str(tmp_path / "refused")])
+    assert (ok.exit_code, refused.exit_code) == (0, 2), ok.output + refused.output
+    assert (gc.get_threshold(), gc.get_freeze_count()) == before
 
 
 def test_malformed_trace_names_file_line_and_field(tmp_path: Path) -> None:

@@ -37,6 +37,9 @@ def _check_free_queries(free: Allocation | TentativeAllocation, topology: Topolo
         else:
             assert node is not None
             assert node_free[node] == min(fitting)
+    for count in range(topology.max_gpus_per_node + 2):
+        with_count = [node for node, free_gpus in enumerate(node_free) if free_gpus == count]
+        assert free.lowest_node_with(count) == (with_count[0] if with_count else None)
 
 
 class AllocationMachine(RuleBasedStateMachine):
@@ -226,6 +229,10 @@ def test_an_overlay_that_buckets_touched_nodes_answers_as_one_that_scans_them(
         assert bucketed.free_counts() == scanning.free_counts()
         for n_gpus in range(1, 6):
             assert bucketed.tightest_node(n_gpus) == scanning.tightest_node(n_gpus)
+        counts = scanning.free_counts()
+        for count in range(6):
+            lowest = counts.index(count) if count in counts else None
+            assert bucketed.lowest_node_with(count) == scanning.lowest_node_with(count) == lowest
     for free in (base, bucketed, scanning):
         with_free = [(node, count) for node, count in enumerate(free.free_counts()) if count]
         assert sorted(free.free_nodes()) == with_free

@@ -45,6 +45,8 @@ def test_type_mask_hides_other_types() -> None:
     assert mask.free_gpu_ids(0) == [] and mask.free_gpu_ids(1) == [4, 5, 6, 7]
     assert mask.free_in_rack(0) == 0 and mask.free_in_rack(1) == 4
     assert mask.tightest_node(2) == 1 and mask.tightest_node(5) is None
+    assert mask.lowest_node_with(4) == 1 and mask.lowest_node_with(0) == 0
+    assert mask.lowest_node_with(8) is None
     assert mask.free_nodes() == [(1, 4)] and mask.free_counts() == [0, 4]
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich import box
@@ -16,9 +16,9 @@ from rackwise.cli import options
 from rackwise.cli.errors import reported
 from rackwise.cli.params import parse_params
 from rackwise.cli.sweep import cell_progress
-from rackwise.experiments.compare import COMPARED, Comparison, comparison_experiment
-from rackwise.experiments.compare import compare as run_comparison
-from rackwise.experiments.config import ClusterEntry, WorkloadEntry
+
+if TYPE_CHECKING:  # the experiment machinery is imported when the command runs
+    from rackwise.experiments.compare import Comparison
 
 # Short stacked headings with the unit the baseline row is in, so that the table fits 80 columns.
 HEADINGS = {"avg_jct_s": "avg\nJCT\n(h)", "median_jct_s": "p50\nJCT\n(h)", "p99_jct_s": "p99\nJCT\n(h)",
@@ -46,6 +46,8 @@ def relative(name: str, value: Any, factor: float | None) -> str:
 
 
 def print_comparison(console: Console, result: Comparison, title: str) -> None:
+    from rackwise.experiments.compare import COMPARED
+
     table = Table(title=title, box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
                   caption=f"{result.baseline}: absolute; others: ratio to {result.baseline}")
     table.add_column("policy", style="bold", no_wrap=True)
@@ -96,6 +98,10 @@ def compare(
 
     Example: rackwise compare --trace philly_2017 --first-n 2000 --policies fifo,tiresias,dally
     """
+    from rackwise.experiments.compare import compare as run_comparison
+    from rackwise.experiments.compare import comparison_experiment
+    from rackwise.experiments.config import ClusterEntry, WorkloadEntry
+
     console = Console()
     with reported():
         names = [name.strip() for name in policies.split(",") if name.strip()]

@@ -10,7 +10,6 @@ from rich.console import Console
 
 from rackwise.cli.errors import reported
 from rackwise.cli.sweep import cell_progress
-from rackwise.experiments.reproduce import reproduce as run_reproduction
 
 # The published results: every policy side by side, then one experiment per research paper.
 DEFAULT_EXPERIMENTS = tuple(Path("experiments") / f"{name}.yaml"
@@ -35,6 +34,8 @@ def reproduce(
     cells are reused, so an interrupted run resumes.
     Example: rackwise reproduce --quick
     """
+    from rackwise.experiments.reproduce import reproduce as run_reproduction
+
     console = Console()
     folder = out or Path("results") / ("reproduce-quick" if quick else "reproduce")
     docs_dir = docs or (folder if quick else Path("docs"))

@@ -5,9 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import pandas as pd
 import typer
 from rich import box
 from rich.console import Console
@@ -15,9 +14,12 @@ from rich.table import Table
 
 from rackwise.cli.errors import reported
 from rackwise.cli.progress import progress_report
-from rackwise.experiments import Cell, load_experiment, plan, run_cells
-from rackwise.experiments.reproduce import summary_table
-from rackwise.experiments.runner import OnDone
+
+if TYPE_CHECKING:  # the experiment machinery is imported when a command needs it
+    import pandas as pd
+
+    from rackwise.experiments import Cell
+    from rackwise.experiments.runner import OnDone
 
 
 @contextmanager
@@ -69,6 +71,9 @@ def sweep(
     Finished cells are kept under OUT/cells/ and not run again.
     Example: rackwise sweep experiments/delay.yaml --jobs 2
     """
+    from rackwise.experiments import load_experiment, plan, run_cells
+    from rackwise.experiments.reproduce import summary_table
+
     console = Console()
     with reported():
         spec = load_experiment(experiment)

@@ -55,6 +55,10 @@ class FreeGpus(Protocol):
         """A node with the fewest free GPUs that still has ``n_gpus`` free, or None."""
         ...
 
+    def lowest_node_with(self, count: int) -> int | None:
+        """The lowest-id node with exactly ``count`` free GPUs, or None."""
+        ...
+
 
 class FreeSlices(FreeGpus, Protocol):
     """`FreeGpus`, and where a fractional job fits among the GPUs split so far."""
@@ -115,6 +119,10 @@ class Allocation:
             if bucket:
                 return next(iter(bucket))
         return None
+
+    def lowest_node_with(self, count: int) -> int | None:
+        bucket = self._by_free[count] if 0 <= count < len(self._by_free) else None
+        return min(bucket) if bucket else None
 
     def sliced_gpu_for(self, slices: int) -> int | None:
         return _best_fit(self.room.items(), slices)
@@ -275,6 +283,21 @@ class TentativeAllocation:
             for node in by_free[count]:
                 if node not in touched:
                     return node
+        return best
+
+    def lowest_node_with(self, count: int) -> int | None:
+        if not 0 <= count < len(self._base._by_free):
+            return None
+        # The base's nodes with that count, less those this overlay changed (a set difference in C).
+        untouched = self._base._by_free[count].keys() - self._ids.keys()
+        best = min(untouched) if untouched else None
+        if self._touched_at is not None:
+            nodes = self._touched_at[count]
+            touched = nodes[0] if nodes else None
+        else:
+            touched = min((node for node, ids in self._ids.items() if len(ids) == count), default=None)
+        if best is None or (touched is not None and touched < best):
+            return touched
         return best
 
     def sliced_gpu_for(self, slices: int) -> int | None:

@@ -136,7 +136,7 @@ def check_decisions(view: ClusterView, decisions: Decisions, policy_name: str, n
     def reject(reason: str) -> NoReturn:
         raise InvalidDecisionError(f"policy '{policy_name}' at t={now:.3f} s: {reason}")
 
-    if decisions.preempt or not _plain_starts_fit(view, decisions):
+    if decisions.preempt or (decisions.start and not _plain_starts_fit(view, decisions.start)):
         _check_by_replay(view, decisions, finished, support, reject)
     if decisions.wake_at is not None and not decisions.wake_at > now:
         reject(f"wake_at={decisions.wake_at} is not after now")
@@ -185,25 +185,33 @@ def _check_by_replay(view: ClusterView, decisions: Decisions, finished: Containe
         replay.start(start, n_gpus)
 
 
-def _plain_starts_fit(view: ClusterView, decisions: Decisions) -> bool:
+def _plain_starts_fit(view: ClusterView, starts: tuple[Start, ...]) -> bool:
     """True when every start is a plain one of a distinct pending job on its own free GPUs.
 
     The common decision, checked in one pass; anything else goes through the
     replay, which also words the error.
     """
-    owners, pending, n_gpus = view.owners, view.pending, len(view.owners)
+    owners, pending = view.owners, view.pending
+    n_gpus = len(owners)
     taken: set[int] = set()
     started: set[str] = set()
-    for start in decisions.start:
-        state = pending.get(start.job_id)
-        if (state is None or start.job_id in started or start.beside is not None or start.copies != 1
-                or len(start.gpu_ids) != state.job.n_gpus or state.job.is_fractional):
+    for start in starts:
+        job_id, gpu_ids = start.job_id, start.gpu_ids
+        state = pending.get(job_id)
+        if state is None or start.beside is not None or start.copies != 1:
             return False
-        for gpu in start.gpu_ids:
-            if gpu in taken or not 0 <= gpu < n_gpus or owners[gpu] is not None:
+        job = state.job
+        if len(gpu_ids) != job.n_gpus or job.gpu_share < 1.0:  # a fractional job: the replay
+            return False
+        for gpu in gpu_ids:
+            if not 0 <= gpu < n_gpus or owners[gpu] is not None:
                 return False
-            taken.add(gpu)
-        started.add(start.job_id)
+        # a GPU twice (in one start or two), or a job started twice, does not add to the sets
+        n_taken, n_started = len(taken), len(started)
+        taken.update(gpu_ids)
+        started.add(job_id)
+        if len(taken) != n_taken + len(gpu_ids) or len(started) == n_started:
+            return False
     return True
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -14,16 +15,33 @@ from rackwise.metrics.records import JobRecord, Timeline
 def records_frame(records: Sequence[JobRecord]) -> pd.DataFrame:
     """One row per job, columns as in `JobRecord`, sorted by job submission."""
     columns = JobRecord.columns()
-    frame = pd.DataFrame({name: [getattr(r, name) for r in records] for name in columns},
+    frame = pd.DataFrame({name: _column(list(map(attrgetter(name), records))) for name in columns},
                          columns=columns)
     return frame.sort_values(["submit_time", "job_id"], kind="stable").reset_index(drop=True)
 
 
 def timeline_frame(timeline: Timeline) -> pd.DataFrame:
     return pd.DataFrame({
-        "time": timeline.time, "busy_gpus": timeline.busy_gpus,
-        "n_pending": timeline.n_pending, "n_running": timeline.n_running,
+        "time": _column(timeline.time), "busy_gpus": _column(timeline.busy_gpus),
+        "n_pending": _column(timeline.n_pending), "n_running": _column(timeline.n_running),
     })
+
+
+def _column(values: list[Any]) -> list[Any] | np.ndarray:
+    """A column of only floats or only ints as the float64 or int64 array pandas would make of it.
+
+    numpy builds it far faster than pandas' inference over a list; any other
+    column (strings, None, mixed types) is left to pandas as before.
+    """
+    kinds = set(map(type, values))
+    if kinds == {float}:
+        return np.array(values, dtype=np.float64)
+    if kinds == {int}:
+        try:
+            return np.array(values, dtype=np.int64)
+        except OverflowError:  # beyond int64: pandas picks the type
+            return values
+    return values
 
 
 def utilisation(timeline: Timeline, n_gpus: int, start: float | None = None,

@@ -198,7 +198,11 @@ class Combined(AsrptParameters, BasePolicy):
             if rates[j] <= 0.0 or (rates[j] < self.min_speed_frac * best_rate
                                    and waited_s < self.type_wait_s):
                 break
-            gpus = best_placement(TypeMask(free, self.type_nodes_[types[j]]), n_gpus, level)
+            nodes = self.type_nodes_[types[j]]
+            # A type on every node needs no mask: the same placement, without a pass over all nodes
+            every_node = len(nodes) == view.topology.n_nodes == free.topology.n_nodes
+            where = free if every_node else TypeMask(free, nodes)
+            gpus = best_placement(where, n_gpus, level)
             if gpus is not None:
                 candidates.append(gpus)
                 if ideal:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rackwise.engine.view import ClusterView
-from rackwise.policies.base import BasePolicy, Decisions
+from rackwise.policies.base import NOTHING, BasePolicy, Decisions
 from rackwise.policies.parts.ordering import start_in_order
 from rackwise.policies.parts.placement import get_placement
 
@@ -30,10 +30,10 @@ class Fifo(BasePolicy):
 
     def schedule(self, view: ClusterView, now: float) -> Decisions:
         if not view.pending or (view.n_free == 0 and view.sliced_gpu_for(1) is None):
-            return Decisions()
+            return NOTHING
         place = get_placement(self.placement)
         starts = start_in_order(view, view.pending.values(), place, self.rng_, backfill=self.backfill)
-        return Decisions(start=tuple(starts))
+        return Decisions(start=tuple(starts)) if starts else NOTHING
 
 
 @dataclass(kw_only=True)

@@ -76,11 +76,12 @@ class Marl(BasePolicy):
     def schedule(self, view: ClusterView, now: float) -> Decisions:
         if view.n_free == 0 or not any(self.queues_):
             return NOTHING
-        from rackwise.policies.parts.marl.features import Placed
+        from rackwise.policies.parts.marl.features import Placed, add_resident, residents
         from rackwise.policies.parts.marl.placement import place_anchored
 
         free = view.tentative()
         placed = [Placed(s.job, s.gpu_ids) for s in view.running.values()]
+        on_server = residents(placed, self.index_)  # kept up to date, not rebuilt per observation
         starts: list[Start] = []
         order = self.rng_.permutation(self.n_agents_).tolist()
         moved = True
@@ -94,26 +95,31 @@ class Marl(BasePolicy):
                 if not queue or queue[0].n_gpus > free.n_free:
                     continue
                 head = queue[0]
-                server = self.decide(free, placed, agent, now)
+                server = self.decide(free, placed, agent, now, on_server)
                 gpus = place_anchored(free, head.n_gpus, server) if server is not None else None
                 if gpus is None:
                     continue
                 free.take(gpus)
                 placed.append(Placed(head, gpus))
+                add_resident(on_server, placed[-1], self.index_)
                 starts.append(Start(head.job_id, gpus))
                 queue.pop(0)
                 moved = True
         return Decisions(start=tuple(starts)) if starts else NOTHING
 
-    def decide(self, free: Any, placed: list[Any], agent: int, now: float) -> int | None:
-        """The agent's anchor server for its queue head (argmax of the actor), or None to wait."""
+    def decide(self, free: Any, placed: list[Any], agent: int, now: float,
+               on_server: list[Any] | None = None) -> int | None:
+        """The agent's anchor server for its queue head (argmax of the actor), or None to wait.
+
+        ``on_server``: the residents of ``placed`` per server, if the caller keeps them.
+        """
         import torch
 
         from rackwise.policies.parts.marl.encoder import stack_obs
         from rackwise.policies.parts.marl.features import observation
 
         obs = observation(free, placed, self.queues_, agent, now=now, clock=0.0, index=self.index_,
-                          predictor=self.checkpoint_.predictor, wait_allowed=False)
+                          predictor=self.checkpoint_.predictor, wait_allowed=False, on_server=on_server)
         with torch.no_grad():
             logits, _ = self.checkpoint_.actor_critic.logits(stack_obs([obs]), *self.tensors_)
         # Kernels differ in the last bits between CPUs (AVX2, AVX-512, none): compare logits on a

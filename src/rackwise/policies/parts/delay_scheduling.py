@@ -102,6 +102,7 @@ class DelayScheduling:
         self._class_of: dict[str, str] = {}
         self._fifo_key: dict[str, tuple[float, str]] = {}
         self._deadlines: list[tuple[float, str]] = []  # a heap; entries go stale, see below
+        self._target_of: dict[int, int] = {}  # target level per GPU count (one topology a run)
 
     # ------------------------------------------------------------- read-only
     @property
@@ -153,12 +154,29 @@ class DelayScheduling:
             return sorted(pending, key=lambda j: (pending[j].attained_service_gpu_s(now), keys[j]))
         return sorted(pending, key=keys.__getitem__)
 
-    def _new_wait(self, view: ClusterView, state: JobState) -> None:
-        # a new arrival, or a preempted job back in the queue: start over at its target
-        target = target_level(view.topology, state.job.n_gpus)
-        wait = self._waits[state.job_id] = WaitState(
-            target, target, state.queued_since, self.class_of(view, state.job))
-        self._push_deadline(state.job_id, wait)
+    def _new_waits(self, view: ClusterView) -> None:
+        """A wait for every pending job without one (a new arrival, or a preempted job back
+        in the queue): it starts over at its target level."""
+        pending, waits = view.pending, self._waits
+        new = pending.keys() - waits.keys()
+        if not new:
+            return
+        target_of, class_of, timers = self._target_of, self._class_of, self._timers
+        deadlines, only_class = self._deadlines, self._only_class
+        for job_id in sorted(new):
+            state = pending[job_id]
+            job = state.job
+            target = target_of.get(job.n_gpus)
+            if target is None:
+                target = target_of[job.n_gpus] = target_level(view.topology, job.n_gpus)
+            cls = class_of.get(job_id)
+            if cls is None:
+                cls = class_of[job_id] = (self._classify(view, job) if self._classify is not None
+                                          else only_class)
+            since = state.queued_since
+            waits[job_id] = WaitState(target, target, since, cls)
+            if target < L2 and (deadline := since + timers[cls][target]) < math.inf:
+                heapq.heappush(deadlines, (deadline, job_id))
 
     def _deadline(self, wait: WaitState) -> float:
         return math.inf if wait.allowed >= L2 else wait.since + self._timers[wait.cls][wait.allowed]
@@ -175,11 +193,12 @@ class DelayScheduling:
 
     def _earliest_deadline(self) -> float:
         """The next timer of any waiting job; drops entries of jobs that started or moved on."""
-        heap, waits = self._deadlines, self._waits
+        heap, waits, timers = self._deadlines, self._waits, self._timers
         while heap:
             deadline, job_id = heap[0]
             wait = waits.get(job_id)
-            if wait is not None and self._deadline(wait) == deadline:
+            if (wait is not None and wait.allowed < L2
+                    and wait.since + timers[wait.cls][wait.allowed] == deadline):
                 return deadline
             heapq.heappop(heap)
         return math.inf
@@ -194,8 +213,7 @@ class DelayScheduling:
                 self._rebuild_deadlines()
         if not view.pending:
             return Decisions()
-        for job_id in sorted(view.pending.keys() - self._waits.keys()):
-            self._new_wait(view, view.pending[job_id])
+        self._new_waits(view)
         free = view.tentative()
         # no_fit[l]: smallest size known not to fit at level l (or tighter) in this pass
         no_fit = [math.inf, math.inf, math.inf]
@@ -227,7 +245,7 @@ class DelayScheduling:
             state = pending[job_id]
             n_gpus = state.job.n_gpus
             gpus = place(n_gpus, wait.allowed)
-            via_preemption = False
+            via_preemption = relaxed = False
             while gpus is None and wait.allowed < L2 and now >= wait.since + timers[wait.allowed]:
                 if self._evict is not None:
                     n_victims = len(victims)
@@ -242,7 +260,7 @@ class DelayScheduling:
                 wait.allowed += 1
                 wait.since = now
                 wait.reserved = None
-                self._push_deadline(job_id, wait)
+                relaxed = True
                 gpus = place(n_gpus, wait.allowed)
             if gpus is not None:
                 free.take(gpus)
@@ -253,6 +271,8 @@ class DelayScheduling:
                            and placement_level(view.topology, gpus) == wait.allowed else None)
                     tuner.note_start(wait.cls, won, now - wait.since)
                 continue
+            if relaxed:  # only its last level's timer counts; nothing read the ones between
+                self._push_deadline(job_id, wait)
             if (self._params.reserve_after_s is not None and wait.allowed == wait.target < L2
                     and now - state.queued_since >= self._params.reserve_after_s):
                 self._hold(free, wait, n_gpus)

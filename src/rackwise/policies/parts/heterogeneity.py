@@ -189,6 +189,10 @@ class TypeMask:
         counted = [(c, n) for n in self._nodes if (c := self._free.free_in_node(n)) >= max(n_gpus, 1)]
         return min(counted)[1] if counted else None
 
+    def lowest_node_with(self, count: int) -> int | None:
+        nodes = self._nodes if count > 0 else range(self.topology.n_nodes)  # others look full
+        return next((n for n in nodes if self.free_in_node(n) == count), None)
+
 
 @dataclass
 class RoundClock:

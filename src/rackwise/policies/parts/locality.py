@@ -47,11 +47,7 @@ def _tightest_node(free: FreeGpus, n_gpus: int) -> int | None:
     if probe is None:
         return None
     # `tightest_node` gives the best count but not the lowest id among equals.
-    count = free.free_in_node(probe)
-    for node in range(free.topology.n_nodes):
-        if free.free_in_node(node) == count:
-            return node
-    return probe  # pragma: no cover - the probe itself has that count
+    return free.lowest_node_with(free.free_in_node(probe))
 
 
 def best_placement(free: FreeGpus, n_gpus: int, max_level: int) -> GpuIds | None:
@@ -192,6 +188,17 @@ class SigmaEstimator:
         self.gpu_type = gpu_type
         self.fallback_l1_frac = fallback_l1_frac
         self.cache: dict[tuple[str, int, str], tuple[float, float, float] | None] = {}
+        # representative placements per GPU count, for the topology they were built on
+        self._placements: dict[int, tuple[GpuIds, GpuIds, GpuIds] | None] = {}
+        self._placements_of: Topology | None = None
+
+    def placements(self, topology: Topology, n_gpus: int) -> tuple[GpuIds, GpuIds, GpuIds] | None:
+        """`representative_placements` of ``n_gpus`` GPUs, worked out once per count."""
+        if topology is not self._placements_of:
+            self._placements, self._placements_of = {}, topology
+        if n_gpus not in self._placements:
+            self._placements[n_gpus] = representative_placements(topology, n_gpus, self.gpu_type)
+        return self._placements[n_gpus]
 
     def sigma(self, perf: PerfModel, topology: Topology, running: Mapping[str, JobState],
               job: Job) -> tuple[float, float, float]:
@@ -201,7 +208,7 @@ class SigmaEstimator:
         if job.model is not None and key in self.cache:
             found = self.cache[key]
         else:
-            reps = representative_placements(topology, job.n_gpus, self.gpu_type)
+            reps = self.placements(topology, job.n_gpus)
             found = None if reps is None else sensitivity(perf, job, reps, running)
             if job.model is not None:  # without a model name, rates may differ job by job
                 self.cache[key] = found

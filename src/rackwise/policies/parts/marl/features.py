@@ -168,13 +168,18 @@ def residents(placed: Sequence[Placed], index: GraphIndex) -> list[list[tuple[Pl
     """Per server, the jobs on it and the share of its GPUs each holds."""
     out: list[list[tuple[Placed, float]]] = [[] for _ in range(len(index.server_rack))]
     for item in placed:
-        counts: dict[int, int] = {}
-        for g in item.gpu_ids:
-            s = int(index.gpu_server[g])
-            counts[s] = counts.get(s, 0) + 1
-        for s, c in counts.items():
-            out[s].append((item, c / float(index.server_size[s])))
+        add_resident(out, item, index)
     return out
+
+
+def add_resident(on_server: list[list[tuple[Placed, float]]], item: Placed, index: GraphIndex) -> None:
+    """Add one more placed job to what `residents` gave (as if it came last in ``placed``)."""
+    counts: dict[int, int] = {}
+    for g in item.gpu_ids:
+        s = int(index.gpu_server[g])
+        counts[s] = counts.get(s, 0) + 1
+    for s, c in counts.items():
+        on_server[s].append((item, c / float(index.server_size[s])))
 
 
 def candidates(free: FreeGpus, job: Job, on_server: list[list[tuple[Placed, float]]],
@@ -210,11 +215,13 @@ def candidates(free: FreeGpus, job: Job, on_server: list[list[tuple[Placed, floa
 def observation(free: FreeGpus, placed: Sequence[Placed], queues: Sequence[Sequence[Job]],
                 agent: int, *, now: float, clock: float, index: GraphIndex,
                 predictor: object | None, wait_allowed: bool,
-                deciding: bool = True) -> dict[str, np.ndarray]:
+                deciding: bool = True,
+                on_server: list[list[tuple[Placed, float]]] | None = None) -> dict[str, np.ndarray]:
     """One agent's observation (see the module docstring and `rackwise.rl.envs`).
 
     ``deciding`` False (or an empty queue, or a head that does not fit) leaves
-    only the no-op (the last action) allowed.
+    only the no-op (the last action) allowed. ``on_server``: `residents` of
+    ``placed``, if the caller keeps it up to date (else it is worked out here).
     """
     topology = free.topology
     obs = graph_features(free, placed, index)
@@ -226,7 +233,9 @@ def observation(free: FreeGpus, placed: Sequence[Placed], queues: Sequence[Seque
     mask = np.zeros(n_servers + 1, dtype=np.int8)
     cand = np.zeros((n_servers, N_CANDIDATE_FEATURES), dtype=np.float32)
     if head is not None:
-        cand, server_mask, _ = candidates(free, head, residents(placed, index), index, predictor)
+        if on_server is None:
+            on_server = residents(placed, index)
+        cand, server_mask, _ = candidates(free, head, on_server, index, predictor)
         mask[:n_servers] = server_mask
         mask[n_servers] = 1 if wait_allowed or not server_mask.any() else 0
     else:
