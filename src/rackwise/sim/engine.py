@@ -85,14 +85,24 @@ class Simulator:
         history: Jobs that finished before the run (the cluster's log); the
             performance model prepares them from a stream of their own, and
             the policy gets them through ``on_history`` when the run starts.
+        start_latency_s: Seconds between a start decision and the job running,
+            as a cluster manager takes to launch it: every run (a restart
+            after a preemption too) holds its GPUs from the decision on but
+            makes progress only this long after it, on top of any restore
+            time. Counted in the record's ``overhead_s``. 0 (the default):
+            jobs run the instant they are started.
     """
 
     def __init__(self, topology: Topology, jobs: Iterable[Job], policy: Policy, *,
                  perf: PerfModel | None = None, seed: int = 0,
                  observers: Sequence[Callable[[Simulator], None]] = (),
                  on_progress: Callable[[int, int], None] | None = None,
-                 history: Iterable[Job] = ()) -> None:
+                 history: Iterable[Job] = (), start_latency_s: float = 0.0) -> None:
+        if not start_latency_s >= 0.0 or start_latency_s == INF:
+            raise InputError(f"start latency must be a finite number of seconds >= 0, got "
+                             f"{start_latency_s}", field="start_latency_s")
         self.topology = topology
+        self.start_latency_s = float(start_latency_s)
         self.policy = policy
         self.perf: PerfModel = perf if perf is not None else IdealPerf()
         self.seed = seed
@@ -384,7 +394,7 @@ class Simulator:
         state.run_start = now
         state.last_update = now
         restore = self.perf.restart_overhead_s(state.job) if state.n_preemptions else 0.0
-        state.busy_until = now + restore
+        state.busy_until = now + restore + self.start_latency_s
         if state.first_start is None:
             state.first_start = now
         state.n_nodes, state.n_racks = self.topology.spread(gpu_ids)
