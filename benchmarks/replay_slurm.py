@@ -190,12 +190,31 @@ def measure(run: RealRun, poll_trace_s: float) -> Latency:
     return Latency(start_s, apply_s, first_stamp, finish_stamp, reaction)
 
 
-def simulate(jobs: list[Job], policy: str, topology: Any, seed: int, start_latency_s: float
-             ) -> list[JobRecord]:
+@dataclass
+class SimRun:
+    """A simulation of the window, and its preemptions that serve would have refused."""
+
+    records: list[JobRecord]
+    preempted_near_end: int  # preemptions of a job within one poll of its end (`SlurmBackend._ending`)
+
+
+def simulate(jobs: list[Job], policy: str, topology: Any, seed: int, start_latency_s: float,
+             poll_trace_s: float = 0.0) -> SimRun:
     """The window under ``policy`` on ``topology``; payloads restore nothing, so neither does the model."""
+    running: dict[str, Any] = {}
+    near_end = 0
+
+    def watch(sim: Simulator) -> None:
+        nonlocal near_end
+        for job_id, state in running.items():
+            if job_id in sim.pending:  # preempted in this step
+                near_end += state.iters_done + poll_trace_s >= state.job.total_iters
+        running.clear()
+        running.update(sim.running)
+
     simulator = Simulator(topology, jobs, make_policy(policy), perf=IdealPerf(checkpoint_restore_s=0.0),
-                          seed=seed, start_latency_s=start_latency_s)
-    return simulator.run().records
+                          seed=seed, start_latency_s=start_latency_s, observers=[watch])
+    return SimRun(simulator.run().records, near_end)
 
 
 def with_payload_starts(run: RealRun) -> list[JobRecord]:
@@ -218,8 +237,8 @@ def report(policy: str, jobs: list[Job], run: RealRun, latency: Latency, topolog
            args: argparse.Namespace) -> dict[str, Any]:
     poll_trace_s = args.poll_s * args.time_scale
     mean_latency = statistics.fmean(latency.start_s) if latency.start_s else 0.0
-    sim = simulate(jobs, policy, topology, args.seed, mean_latency)
-    sim_plain = simulate(jobs, policy, topology, args.seed, 0.0)
+    sim_run = simulate(jobs, policy, topology, args.seed, mean_latency, poll_trace_s)
+    sim, sim_plain = sim_run.records, simulate(jobs, policy, topology, args.seed, 0.0).records
     print(f"\n=== {policy}: {len(run.records)}/{len(jobs)} jobs finished on Slurm, serve exit "
           f"{run.serve_exit}, {run.wall_s:.0f} s wall, {run.n_rounds} rounds")
     if len(run.records) < 2:
@@ -238,16 +257,16 @@ def report(policy: str, jobs: list[Job], run: RealRun, latency: Latency, topolog
                           ("serve's finish - payload end stamp", latency.finish_stamp_s)):
         print(f"{label + ':':<55}{_stats(values, args.time_scale)}")
     if args.per_job:
-        print(f"{'job':>8} {'gpus':>4} {'submit':>8} {'start real':>10} {'sim+lat':>10} "
+        print(f"{'job':>8} {'gpus':>4} {'submit':>8} {'start real':>10} {'start sim':>10} "
               f"{'jct real':>9} {'jct sim':>9} {'diff':>8} {'rel':>7}")
         for j in agreement.jobs:
             n_gpus = next(job.n_gpus for job in jobs if job.job_id == j.job_id)
             submit = next(job.submit_time for job in jobs if job.job_id == j.job_id)
-            sim_start = j.sim_start_s + mean_latency  # the simulated job runs from here on
-            print(f"{j.job_id:>8} {n_gpus:>4} {submit:>8.0f} {j.real_start_s:>10.0f} {sim_start:>10.0f} "
+            print(f"{j.job_id:>8} {n_gpus:>4} {submit:>8.0f} {j.real_start_s:>10.0f} {j.sim_start_s:>10.0f} "
                   f"{j.real_jct_s:>9.0f} {j.sim_jct_s:>9.0f} {j.jct_diff_s:>+8.0f} {j.jct_rel:>+7.1%}")
     diffs = sorted(abs(j.jct_diff_s) for j in agreement.jobs)
     preempt_real = sum(r.n_preemptions for r in run.records)
+    refused = sum(1 for d in run.decisions if d["action"] == "preempt" and not d["ok"])
     preempt_sim = sum(r.n_preemptions for r in sim)
     figures = {
         "policy": policy, "finished": len(run.records), "jobs": len(jobs),
@@ -262,13 +281,16 @@ def report(policy: str, jobs: list[Job], run: RealRun, latency: Latency, topolog
         "p90_abs_diff_h": diffs[min(len(diffs) - 1, int(0.9 * len(diffs)))] / H,
         "latency_s": mean_latency, "poll_s": poll_trace_s, "poll_measured_s": measured_poll,
         "preemptions_real": preempt_real, "preemptions_sim": preempt_sim, "wall_s": run.wall_s,
+        "preemptions_refused_real": refused, "sim_preempted_near_end": sim_run.preempted_near_end,
     }
     print(f"avg JCT: real {figures['avg_jct_real_h']:.3f} h, sim {figures['avg_jct_sim_h']:.3f} h with "
           f"{mean_latency:.0f} s latency ({agreement.avg_jct_rel:+.1%}); sim without latency "
           f"{figures['avg_jct_sim0_h']:.3f} h ({plain.avg_jct_rel:+.1%})")
     print(f"makespan: real {figures['makespan_real_h']:.2f} h, sim {figures['makespan_sim_h']:.2f} h "
           f"({agreement.makespan_rel:+.1%}); per-job |JCT diff| mean {figures['mean_abs_diff_h']:.2f} h, "
-          f"p90 {figures['p90_abs_diff_h']:.2f} h; preemptions real {preempt_real}, sim {preempt_sim}")
+          f"p90 {figures['p90_abs_diff_h']:.2f} h")
+    print(f"preemptions (restarts): real {preempt_real}, sim {preempt_sim}; serve refused {refused} "
+          f"preemption(s) of a job within one poll of its end; the sim made {sim_run.preempted_near_end} such")
     print(f"start order: Kendall tau {agreement.kendall_tau:.3f}, same order {agreement.same_order_share:.1%} "
           f"of {agreement.n_pairs} pairs (Slurm's stamps); with the payloads' stamps tau "
           f"{stamped.kendall_tau:.3f}, same order {stamped.same_order_share:.1%}")
