@@ -162,6 +162,7 @@ class Latency:
     first_start_stamp_s: list[float]  # serve's record of a job's first start - its payload's stamp
     finish_stamp_s: list[float]  # serve's record of a job's finish - its payload's end stamp
     end_to_decision_s: list[float]  # a payload's end -> the next round that started a job
+    arrival_to_round_s: list[float]  # a job's arrival -> the round that started it, if within a poll
 
 
 def measure(run: RealRun, poll_trace_s: float) -> Latency:
@@ -188,59 +189,59 @@ def measure(run: RealRun, poll_trace_s: float) -> Latency:
         later = [t for t in rounds if t >= end]
         if later and later[0] - end <= 5 * poll_trace_s + run.scale:
             reaction.append(later[0] - end)
-    return Latency(start_s, apply_s, first_stamp, finish_stamp, reaction)
+    # Jobs started in the round their arrival woke serve for: how late that round read the cluster.
+    submitted = {r.job_id: r.submit_time for r in run.records}
+    arrival = [ds[0]["now"] - submitted[job_id] for job_id, ds in ok_starts.items()
+               if job_id in submitted and 0.0 <= ds[0]["now"] - submitted[job_id] <= poll_trace_s]
+    return Latency(start_s, apply_s, first_stamp, finish_stamp, reaction, arrival)
 
 
 class Polled:
-    """A policy as serve drives it: it sees the cluster only at rounds, not at every completion.
+    """A policy as serve drives it: it sees the cluster only at rounds, not at every event.
 
-    Serve reads Slurm every poll, and at once when a job is due to arrive or
-    the policy asked for a timer; a job that ends between two rounds is
-    noticed at the next one. This wrapper gives the simulator the same
-    rhythm: completions are held back and the inner policy is asked only at
-    an arrival, at one of its own timers, or ``poll_s`` after the last round.
+    Serve reads Slurm every poll, and when a job is due to arrive or the
+    policy asked for a timer; each read lands ``late_s`` after the instant it
+    was due (the read itself takes that long), and a job that ends between
+    two rounds is noticed at the next one. This wrapper gives the simulator
+    the same rhythm: completions and arrivals are held back until the next
+    round, which comes ``poll_s`` after the last one, or ``late_s`` after an
+    arrival or a timer the inner policy asked for, whichever is first.
     """
 
-    def __init__(self, inner: Any, poll_s: float) -> None:
-        self.inner, self.poll_s = inner, poll_s
+    def __init__(self, inner: Any, poll_s: float, late_s: float = 0.0) -> None:
+        self.inner, self.poll_s, self.late_s = inner, poll_s, late_s
         self.name, self.capabilities = inner.name, inner.capabilities
 
     def reset(self, view: Any, rng: Any) -> None:
         self.inner.reset(view, rng)
-        self.last_round = -float("inf")
-        self.held: list[Job] = []
-        self.arrived = False
-        self.timers: set[float] = set()
+        self.due_at = float("inf")
+        self.completed: list[Job] = []
+        self.arrived: list[Job] = []
 
     def on_history(self, jobs: Any) -> None:
         self.inner.on_history(jobs)
 
     def on_completion(self, job: Job, now: float) -> None:
-        self.held.append(job)
+        self.completed.append(job)
 
     def on_arrival(self, job: Job, now: float) -> None:
-        self.arrived = True
-        self._flush(now)  # a round: the completions seen so far come first
-        self.inner.on_arrival(job, now)
-
-    def _flush(self, now: float) -> None:
-        for job in self.held:
-            self.inner.on_completion(job, now)
-        self.held = []
+        self.arrived.append(job)
+        self.due_at = min(self.due_at, now + self.late_s)
 
     def schedule(self, view: Any, now: float) -> Decisions:
-        due = self.arrived or now in self.timers or now >= self.last_round + self.poll_s
-        if not due:
-            return Decisions(wake_at=self.last_round + self.poll_s)
-        self._flush(now)
-        self.arrived = False
-        self.last_round = now
-        self.timers = {t for t in self.timers if t > now}
+        if now < self.due_at:
+            return Decisions(wake_at=self.due_at if self.due_at < float("inf") else None)
+        for job in self.completed:
+            self.inner.on_completion(job, now)
+        for job in self.arrived:
+            self.inner.on_arrival(job, now)
+        self.completed, self.arrived = [], []
         decisions = self.inner.schedule(view, now)
+        due = [now + self.poll_s] if (view.pending or view.running or decisions.start) else []
         if decisions.wake_at is not None:
-            self.timers.add(decisions.wake_at)
-        wake = min([*self.timers, now + self.poll_s]) if (view.pending or view.running) else None
-        return replace(decisions, wake_at=wake)
+            due.append(decisions.wake_at + self.late_s)
+        self.due_at = min(due, default=float("inf"))
+        return replace(decisions, wake_at=self.due_at if due else None)
 
 
 @dataclass
@@ -252,10 +253,12 @@ class SimRun:
 
 
 def simulate(jobs: list[Job], policy: str, topology: Any, seed: int, start_latency_s: float,
-             poll_trace_s: float = 0.0, rounds_every_s: float | None = None) -> SimRun:
+             poll_trace_s: float = 0.0, rounds_every_s: float | None = None,
+             rounds_late_s: float = 0.0) -> SimRun:
     """The window under ``policy`` on ``topology``; payloads restore nothing, so neither does the model.
 
-    ``rounds_every_s`` drives the policy as serve does (`Polled`); None: at every event.
+    ``rounds_every_s`` and ``rounds_late_s`` drive the policy as serve does (`Polled`);
+    None: at every event.
     """
     running: dict[str, Any] = {}
     near_end = 0
@@ -270,7 +273,7 @@ def simulate(jobs: list[Job], policy: str, topology: Any, seed: int, start_laten
 
     chosen = make_policy(policy)
     if rounds_every_s is not None:
-        chosen = Polled(chosen, rounds_every_s)
+        chosen = Polled(chosen, rounds_every_s, rounds_late_s)
     simulator = Simulator(topology, jobs, chosen, perf=IdealPerf(checkpoint_restore_s=0.0),
                           seed=seed, start_latency_s=start_latency_s, observers=[watch])
     return SimRun(simulator.run().records, near_end)
@@ -307,14 +310,17 @@ def report(policy: str, jobs: list[Job], run: RealRun, latency: Latency, topolog
     plain = compare_records(run.records, sim_plain)
     stamped = compare_records(with_payload_starts(run), sim)
     measured_poll = run.wall_s / run.n_rounds * args.time_scale if run.n_rounds else float("nan")
+    late_s = statistics.median(latency.arrival_to_round_s) if latency.arrival_to_round_s else 0.0
     polled_run = simulate(jobs, policy, topology, args.seed, mean_latency, poll_trace_s,
-                          rounds_every_s=measured_poll if run.n_rounds else poll_trace_s)
+                          rounds_every_s=measured_poll if run.n_rounds else poll_trace_s,
+                          rounds_late_s=late_s)
     polled = compare_records(run.records, polled_run.records)
     print(f"scheduling latency, decision round -> payload running: {_stats(latency.start_s, args.time_scale)}")
     print(f"  of which decision round -> serve's commands done:    {_stats(latency.apply_s, args.time_scale)}")
     print(f"poll interval: --poll-s {args.poll_s} = {poll_trace_s:.0f} trace s; measured "
           f"(serve's wall time / rounds) {measured_poll:.0f} trace s")
     for label, values in (("payload end -> next round starting a job", latency.end_to_decision_s),
+                          ("arrival -> the round that started the job", latency.arrival_to_round_s),
                           ("serve's first start - payload stamp", latency.first_start_stamp_s),
                           ("serve's finish - payload end stamp", latency.finish_stamp_s)):
         print(f"{label + ':':<55}{_stats(values, args.time_scale)}")
@@ -343,13 +349,15 @@ def report(policy: str, jobs: list[Job], run: RealRun, latency: Latency, topolog
         "mean_abs_diff_h": agreement.mean_abs_jct_diff_s / H,
         "p90_abs_diff_h": diffs[min(len(diffs) - 1, int(0.9 * len(diffs)))] / H,
         "latency_s": mean_latency, "poll_s": poll_trace_s, "poll_measured_s": measured_poll,
+        "round_late_s": late_s,
         "preemptions_real": preempt_real, "preemptions_sim": preempt_sim, "wall_s": run.wall_s,
         "preemptions_refused_real": refused, "sim_preempted_near_end": sim_run.preempted_near_end,
     }
     print(f"avg JCT: real {figures['avg_jct_real_h']:.3f} h, sim {figures['avg_jct_sim_h']:.3f} h with "
           f"{mean_latency:.0f} s latency ({agreement.avg_jct_rel:+.1%}); sim without latency "
           f"{figures['avg_jct_sim0_h']:.3f} h ({plain.avg_jct_rel:+.1%}); sim with latency and serve's "
-          f"rounds (every {measured_poll:.0f} s) {figures['avg_jct_polled_h']:.3f} h ({polled.avg_jct_rel:+.1%})")
+          f"rounds (every {measured_poll:.0f} s, {late_s:.0f} s late) {figures['avg_jct_polled_h']:.3f} h "
+          f"({polled.avg_jct_rel:+.1%}, {sum(r.n_preemptions for r in polled_run.records)} preemptions)")
     print(f"makespan: real {figures['makespan_real_h']:.2f} h, sim {figures['makespan_sim_h']:.2f} h "
           f"({agreement.makespan_rel:+.1%}); per-job |JCT diff| mean {figures['mean_abs_diff_h']:.2f} h, "
           f"p90 {figures['p90_abs_diff_h']:.2f} h")

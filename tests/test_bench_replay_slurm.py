@@ -63,8 +63,9 @@ def test_each_run_is_paired_with_the_start_that_launched_it(bench: ModuleType) -
     assert sorted(latency.apply_s) == pytest.approx([10.0, 20.0, 40.0])
     assert latency.first_start_stamp_s == pytest.approx([10.0, -20.0])
     assert latency.finish_stamp_s == pytest.approx([10.0, 50.0])
-    # no start decision follows either end
+    # no start decision follows either end; a was started 0 s after its arrival (b 600 s: over a poll)
     assert latency.end_to_decision_s == []
+    assert latency.arrival_to_round_s == [0.0]
     starts = {r.job_id: r.first_start for r in bench.with_payload_starts(run)}
     assert starts == {"a": 150.0, "b": 900.0}
 
@@ -83,3 +84,14 @@ def test_serve_rhythm_sees_a_completion_at_the_next_round(bench: ModuleType) -> 
     # with a 2 s launch: b is started at 100 and runs from 102
     late = {r.job_id: r for r in bench.simulate(jobs, "fifo", cluster, 0, 2.0, rounds_every_s=30.0).records}
     assert (late["a"].finish_time, late["b"].first_start, late["b"].finish_time) == (92.0, 102.0, 107.0)
+
+
+def test_serve_rhythm_reads_an_arrival_late(bench: ModuleType) -> None:
+    """Rounds read the cluster 3 s after they are due: b, arriving on a free GPU at 10, starts at 13."""
+    from rackwise.cluster.topology import uniform_cluster
+    from rackwise.workload.job import Job
+
+    jobs = [Job("a", 0.0, 1, 90.0), Job("b", 10.0, 1, 5.0)]
+    polled = {r.job_id: r for r in bench.simulate(jobs, "fifo", uniform_cluster(1, gpus_per_node=2), 0,
+                                                  0.0, rounds_every_s=30.0, rounds_late_s=3.0).records}
+    assert (polled["a"].first_start, polled["b"].first_start) == (3.0, 13.0)
