@@ -173,6 +173,71 @@ def test_preempted_job_can_be_restarted_by_fifo() -> None:
     assert records["b"].first_start == 65.0
 
 
+# ---------------------------------------------------------------------- start latency
+
+
+def test_start_latency_holds_the_gpus_before_the_job_runs() -> None:
+    """With a 10 s launch: a is started at 0 and runs 10-110; b is started at 110 and runs 120-170."""
+    jobs = [Job("a", 0.0, 2, 100.0), Job("b", 5.0, 2, 50.0)]
+    records = _run(uniform_cluster(1, gpus_per_node=2), jobs, Fifo(), start_latency_s=10.0)
+    a, b = records["a"], records["b"]
+    assert (a.first_start, a.finish_time, a.jct_s) == (10.0, 110.0, 110.0)
+    assert (a.run_time_s, a.overhead_s, a.queueing_delay_s, a.gpu_s) == (100.0, 0.0, 10.0, 200.0)
+    assert (b.first_start, b.finish_time, b.jct_s, b.queueing_delay_s) == (120.0, 170.0, 165.0, 115.0)
+
+
+def test_start_latency_is_paid_again_by_a_restart_before_the_restore() -> None:
+    """Latency 5, restore 30: runs 5-40 (35 done); started again at 60, runs at 65, restores until 95, done at 160."""
+    plan = {
+        0.0: Decisions(start=(Start("a", (0,)),), wake_at=40.0),
+        40.0: Decisions(preempt=("a",), wake_at=60.0),
+        60.0: Decisions(start=(Start("a", (0,)),)),
+    }
+    a = _run(uniform_cluster(1, gpus_per_node=1), [Job("a", 0.0, 1, 100.0)], Scripted(plan=plan),
+             restore_s=30.0, start_latency_s=5.0)["a"]
+    assert (a.first_start, a.finish_time, a.overhead_s, a.run_time_s, a.queueing_delay_s) == (
+        5.0, 160.0, 30.0, 130.0, 30.0)
+
+
+def test_nothing_accrues_to_a_job_before_its_launch() -> None:
+    """Latency 10: started at 0, preempted at 5 before it ran, started again at 20: runs 30-130."""
+    plan = {
+        0.0: Decisions(start=(Start("a", (0, 1)),), wake_at=5.0),
+        5.0: Decisions(preempt=("a",), wake_at=20.0),
+        20.0: Decisions(start=(Start("a", (0, 1)),), wake_at=25.0),
+    }
+    seen: list[tuple[float, float, float, float]] = []
+
+    def watch(sim: Simulator) -> None:
+        state = sim.running.get("a") or sim.pending.get("a")
+        if state is not None:
+            seen.append((sim.now, state.attained_service_gpu_s(sim.now), state.executed_time_s(sim.now),
+                         state.iters_at(sim.now)))
+
+    sim = Simulator(uniform_cluster(1, gpus_per_node=2), [Job("a", 0.0, 2, 100.0)], Scripted(plan=plan),
+                    perf=IdealPerf(checkpoint_restore_s=30.0), start_latency_s=10.0, observers=[watch])
+    a = _by_id(sim.run().records)["a"]
+    assert seen == [(0.0, 0.0, 0.0, 0.0), (5.0, 0.0, 0.0, 0.0), (20.0, 0.0, 0.0, 0.0),
+                    (25.0, 0.0, 0.0, 0.0)]
+    # its first start is the run that happened; the restart pays the restore time all the same
+    assert (a.first_start, a.finish_time, a.run_time_s, a.gpu_s) == (30.0, 160.0, 130.0, 260.0)
+    assert (a.overhead_s, a.queueing_delay_s, a.n_preemptions) == (30.0, 30.0, 1)
+
+
+def test_zero_start_latency_changes_no_record() -> None:
+    """The default and an explicit 0 give the same records as each other, bit for bit."""
+    jobs = [Job(f"j{i}", 7.0 * i, 1 + i % 3, 30.0 + 11.0 * i) for i in range(12)]
+    cluster = uniform_cluster(2, gpus_per_node=2)
+    assert _run(cluster, jobs, Fifo()) == _run(cluster, jobs, Fifo(), start_latency_s=0.0)
+
+
+@pytest.mark.parametrize("latency", [-1.0, float("nan"), float("inf")])
+def test_a_start_latency_that_is_not_a_time_is_refused(latency: float) -> None:
+    with pytest.raises(InputError, match="start latency"):
+        Simulator(uniform_cluster(1, gpus_per_node=1), [Job("a", 0.0, 1, 1.0)], Fifo(),
+                  start_latency_s=latency)
+
+
 # ----------------------------------------------------------------------------- timers
 
 

@@ -85,14 +85,25 @@ class Simulator:
         history: Jobs that finished before the run (the cluster's log); the
             performance model prepares them from a stream of their own, and
             the policy gets them through ``on_history`` when the run starts.
+        start_latency_s: Seconds a cluster manager takes to launch a started
+            job. Every run (a restart after a preemption too) holds its GPUs
+            from the decision on, but runs only from this long after it: its
+            ``run_start``, progress, run time and attained service begin
+            then, as a driver sees a job it released on a real cluster, and
+            the record counts the wait as queueing. 0 (the default): jobs run
+            the instant they are started.
     """
 
     def __init__(self, topology: Topology, jobs: Iterable[Job], policy: Policy, *,
                  perf: PerfModel | None = None, seed: int = 0,
                  observers: Sequence[Callable[[Simulator], None]] = (),
                  on_progress: Callable[[int, int], None] | None = None,
-                 history: Iterable[Job] = ()) -> None:
+                 history: Iterable[Job] = (), start_latency_s: float = 0.0) -> None:
+        if not start_latency_s >= 0.0 or start_latency_s == INF:
+            raise InputError(f"start latency must be a finite number of seconds >= 0, got "
+                             f"{start_latency_s}", field="start_latency_s")
         self.topology = topology
+        self.start_latency_s = float(start_latency_s)
         self.policy = policy
         self.perf: PerfModel = perf if perf is not None else IdealPerf()
         self.seed = seed
@@ -389,18 +400,23 @@ class Simulator:
             self.running[beside].partner = state.job_id
         state.status = Status.RUNNING
         state.gpu_ids = tuple(gpu_ids)
-        state.run_start = now
-        state.last_update = now
+        runs_at = now + self.start_latency_s  # its clock starts once launched
+        state.run_start = runs_at
+        state.last_update = runs_at
         restore = self.perf.restart_overhead_s(state.job) if state.n_preemptions else 0.0
-        state.busy_until = now + restore
+        state.busy_until = runs_at + restore
         if state.first_start is None:
-            state.first_start = now
+            state.first_start = runs_at
         state.n_nodes, state.n_racks = self.topology.spread(gpu_ids)
         self.running[state.job_id] = state
 
     def _stop(self, state: JobState, now: float, changed: set[str]) -> None:
         state.advance(now)
         state.overhead_s += max(0.0, min(now, state.busy_until) - state.run_start)
+        if state.last_update > now:  # stopped before its launch: this run never ran
+            state.last_update = now
+            if state.first_start is not None and state.first_start > now:
+                state.first_start = None
         partner = state.partner
         if state.job.is_fractional:  # its GPU's other tenants now run at a new pace
             gpu = state.gpu_ids[0]

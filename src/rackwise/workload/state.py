@@ -3,8 +3,10 @@
 Progress is kept lazily: ``iters_done`` is exact at ``last_update`` and
 grows at ``rate_iters_per_s`` from then on, except while a restarted job
 restores its checkpoint (until ``busy_until``), when it holds its GPUs but
-makes no progress. Policies read these objects through the view and must
-not change them.
+makes no progress. A job still being launched (the simulator's start
+latency) holds its GPUs with ``last_update`` and ``run_start`` in the
+future: nothing accrues to it before then. Policies read these objects
+through the view and must not change them.
 """
 
 from __future__ import annotations
@@ -102,14 +104,14 @@ class JobState:
 
     def attained_service_gpu_s(self, now: float) -> float:
         """GPU-seconds held so far (Tiresias' attained service)."""
-        if self.status is Status.RUNNING:
+        if self.status is Status.RUNNING and now > self.last_update:  # not before it is launched
             return self.attained_gpu_s + self.job.n_gpus * self.job.gpu_share * self.copies * (
                 now - self.last_update)
         return self.attained_gpu_s
 
     def executed_time_s(self, now: float) -> float:
         """Wall-clock seconds run so far, over all runs."""
-        if self.status is Status.RUNNING:
+        if self.status is Status.RUNNING and now > self.last_update:
             return self.run_time_s + (now - self.last_update)
         return self.run_time_s
 
