@@ -76,6 +76,8 @@ class RunConfig(BaseModel):
     perf: str = "ideal"
     perf_params: dict[str, Any] = Field(default_factory=dict)
     seed: int = 0
+    # Seconds a cluster manager takes to launch a started job (`Simulator`'s start_latency_s).
+    start_latency_s: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
 
 
 def known_gpu_types() -> tuple[str, ...]:
@@ -201,7 +203,7 @@ def build_simulator(config: RunConfig, **options: Any) -> tuple[Simulator, Workl
     perf = make_perf(config.perf, config.perf_params)
     history = [job for job in load_history(config.workload) if job.n_gpus <= topology.n_gpus]
     simulator = Simulator(topology, workload, policy, perf=perf, seed=config.seed,
-                          history=history, **options)
+                          history=history, start_latency_s=config.start_latency_s, **options)
     return simulator, workload
 
 

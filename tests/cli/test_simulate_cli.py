@@ -59,3 +59,21 @@ def test_job_larger_than_the_cluster_and_unknown_policy(tmp_path: Path) -> None:
                                  "--out", str(tmp_path / "run")])
     assert result.exit_code == 2 and "Did you mean 'tiresias'" in result.output
     assert not (tmp_path / "run").exists()
+
+
+def test_start_latency_delays_each_launch_and_is_refused_below_zero(tmp_path: Path) -> None:
+    trace = tmp_path / "one.csv"
+    trace.write_text("job_id,cluster,submit_time,duration,num_gpus\na,c,0,100,1\nb,c,10,100,1\n")
+    out = tmp_path / "run"
+    result = RUNNER.invoke(app, ["simulate", "--trace-file", str(trace), "--nodes", "1",
+                                 "--gpus-per-node", "1", "--start-latency-s", "50",
+                                 "--out", str(out), "--table-format", "csv"])
+    assert result.exit_code == 0, result.output
+    rows = [line.split(",") for line in (out / "jobs.csv").read_text().splitlines()]
+    first_start = {row[0]: float(row[rows[0].index("first_start")]) for row in rows[1:]}
+    # a launches at 0 + 50 and ends at 150; b is decided at 150 and launches at 200
+    assert first_start == {"a": 50.0, "b": 200.0}
+    bad = RUNNER.invoke(app, ["simulate", "--trace-file", str(trace), "--start-latency-s", "-1",
+                              "--out", str(tmp_path / "bad")])
+    assert bad.exit_code == 2
+    assert "start_latency_s" in bad.output and len(bad.output.strip().splitlines()) == 1

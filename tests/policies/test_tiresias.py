@@ -89,6 +89,26 @@ def test_t2_demotion_preempts_for_a_q1_job() -> None:
     assert j1.queueing_delay_s == 200.0 and j1.gpu_s == 8000.0
 
 
+class LateRounds(PolicyWrapper):
+    """Wakes the policy 5 s after each instant it asks for, as a live driver's round may."""
+
+    def schedule(self, view, now):  # type: ignore[no-untyped-def]
+        decisions = self.inner.schedule(view, now)
+        if decisions.wake_at is None:
+            return decisions
+        return Decisions(start=decisions.start, preempt=decisions.preempt,
+                         wake_at=decisions.wake_at + 5.0, unplaced=decisions.unplaced)
+
+
+def test_a_demotion_read_after_its_instant_still_preempts() -> None:
+    """T2 with every round 5 s late: J1's demotion at 900 s is read at 905 s, and acted on."""
+    jobs = [Job("J1", 0.0, 4, 2000.0), Job("J2", 100.0, 4, 200.0)]
+    result = simulate(uniform_cluster(1, 4, 1), jobs, LateRounds(Tiresias()), perf=EXACT)
+    records = {r.job_id: r for r in result.records}
+    assert (records["J2"].first_start, records["J2"].finish_time) == (905.0, 1105.0)
+    assert (records["J1"].n_preemptions, records["J1"].finish_time) == (1, 2205.0)
+
+
 def test_single_queue_is_fifo() -> None:
     jobs = [Job("J1", 0.0, 4, 2000.0), Job("J2", 100.0, 4, 200.0)]
     records, spy, _ = run(jobs, Tiresias(queue_limits_gpu_s=()))

@@ -114,6 +114,9 @@ def simulate(
     perf: options.Perf = "ideal",
     perf_param: options.PerfParam = None,
     seed: Annotated[int, typer.Option(help="Seed of every random choice in the run.")] = 0,
+    start_latency_s: Annotated[float, typer.Option(
+        help="Seconds a cluster manager takes to launch a started job (GPUs held meanwhile; "
+             "docs/fidelity.md measures Slurm's).")] = 0.0,
     out: Annotated[Path | None, typer.Option(help="Results folder (default results/TRACE-POLICY-sSEED).")] = None,
     table_format: Annotated[str, typer.Option("--table-format", help="parquet or csv.")] = "parquet",
     forecast_at: Annotated[list[float] | None, typer.Option(
@@ -143,6 +146,7 @@ def simulate(
                                   nodes_per_rack=nodes_per_rack, gpu_type=gpu_type),
             policy=policy, policy_params=parse_params(param, "--param"),
             perf=perf, perf_params=parse_params(perf_param, "--perf-param"), seed=seed,
+            start_latency_s=start_latency_s,
         )
         snapshots: list[ClusterSnapshot] = []
         with progress_report(console, "simulating", "jobs finished") as progress:

@@ -11,7 +11,7 @@ the rest. The choices the digest leaves open are parameters ([R]):
 Objective ``fifo`` is Gavel's heterogeneity-agnostic FIFO as its simulator
 runs it (``scheduler/policies/fifo.py``, ``FIFOPolicy``): each job is given
 one GPU type for good, and GPUs change hands only when X is recomputed, so
-a freed GPU idles until the next gated re-solve. docs/validation.md lists
+a freed GPU idles until the next gated re-solve. docs/fidelity.md lists
 Gavel's timing rules and how experiments/gavel-compat.yaml follows them.
 """
 

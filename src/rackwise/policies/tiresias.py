@@ -122,13 +122,17 @@ class Tiresias(BasePolicy):
     def schedule(self, view: ClusterView, now: float) -> Decisions:
         entering = [(0, job.submit_time, job.job_id) for job in self.arrived_]
         self.arrived_ = []
-        # Demotions due before now found no event then (see `_next_wake`): each is
-        # applied at its own instant, as if the policy had been woken for it.
+        # Demotions due before now are applied at their own instants. In the simulator
+        # they are the ones `_next_wake` asked no event for, as they could not change a
+        # decision; a live driver's round can come after an instant the policy did ask
+        # for, and then the demotion still calls for a pass, as it would have then.
+        late = False
         while (at := _earliest_live(self.demote_heap_, self.demote_at_)) <= now:
             demoted = self._pop_demotions(view, at)
             if at == now:
                 entering += demoted
                 break
+            late = late or self._demotions_matter()
             for queue, _, job_id in sorted(demoted):
                 self._enter(view, job_id, queue, at)
         due = self.promote_due_
@@ -149,7 +153,7 @@ class Tiresias(BasePolicy):
             entering.append((0, state.job.submit_time, job_id))
         self.promote_due_ = []
 
-        changed = self.changed_ or bool(entering)
+        changed = self.changed_ or bool(entering) or late
         self.changed_ = False
         entering.sort()
         for queue, _, job_id in entering:
