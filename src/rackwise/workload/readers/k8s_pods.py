@@ -22,8 +22,6 @@ or the export was taken before it ended), and pods that ran for 0 s
 
 from __future__ import annotations
 
-import gzip
-import json
 from collections import Counter
 from datetime import datetime
 from pathlib import Path
@@ -31,6 +29,7 @@ from typing import Any
 
 from rackwise.errors import InputError
 from rackwise.workload.job import Job
+from rackwise.workload.readers.json_file import read_json
 from rackwise.workload.workload import Workload
 
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -202,21 +201,7 @@ class _Where:
 
 
 def _load(path: Path) -> list[Any]:
-    try:
-        raw = path.read_bytes()
-        if path.suffix == ".gz":
-            raw = gzip.decompress(raw)
-    except FileNotFoundError:
-        raise InputError("no such file", source=str(path)) from None
-    except (OSError, EOFError) as exc:
-        raise InputError(f"cannot read file: {exc}", source=str(path)) from None
-    if not raw.strip():
-        raise InputError("empty file: expected a JSON pod list", source=str(path))
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise InputError(f"not valid JSON: {exc}", source=str(path),
-                         line=getattr(exc, "lineno", None)) from None
+    data = read_json(path, "a JSON pod list")
     items = data.get("items") if isinstance(data, dict) else None
     if not isinstance(items, list):
         raise InputError("expected a pod list: an object with an 'items' list "

@@ -22,8 +22,6 @@ a total run time of zero.
 
 from __future__ import annotations
 
-import gzip
-import json
 import logging
 from collections import Counter
 from datetime import datetime
@@ -32,6 +30,7 @@ from typing import Any
 
 from rackwise.errors import InputError
 from rackwise.workload.job import Job
+from rackwise.workload.readers.json_file import read_json
 from rackwise.workload.workload import Workload
 
 _log = logging.getLogger(__name__)
@@ -168,21 +167,7 @@ class _Where:
 
 
 def _load(path: Path) -> list[Any]:
-    try:
-        raw = path.read_bytes()
-        if path.suffix == ".gz":
-            raw = gzip.decompress(raw)
-    except FileNotFoundError:
-        raise InputError("no such file", source=str(path)) from None
-    except (OSError, EOFError) as exc:
-        raise InputError(f"cannot read file: {exc}", source=str(path)) from None
-    if not raw.strip():
-        raise InputError("empty file: expected a JSON list of jobs", source=str(path))
-    try:
-        records = json.loads(raw)
-    except ValueError as exc:
-        line = getattr(exc, "lineno", None)
-        raise InputError(f"not valid JSON: {exc}", source=str(path), line=line) from None
+    records = read_json(path, "a JSON list of jobs")
     if not isinstance(records, list):
         raise InputError(f"expected a JSON list of jobs, got {type(records).__name__}",
                          source=str(path))
