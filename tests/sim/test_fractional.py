@@ -129,3 +129,17 @@ def test_shares_never_overfill_a_gpu_and_every_job_finishes(
     assert checker.n_checks > 0
     work = sum(job.gpu_seconds for job in jobs)
     assert sum(r.gpu_s for r in result.records) == pytest.approx(work)
+
+
+def test_a_forecast_goes_on_from_a_split_gpu() -> None:
+    """A snapshot of two halves sharing a GPU resumes with them on it: the 0.6 job waits for both."""
+    from rackwise.forecast.from_sim import snapshot_of
+    from rackwise.forecast.forward import forward
+
+    jobs = [_share("a", 0, 0.5), _share("b", 0, 0.5), _share("c", 0, 0.6, duration=50.0)]
+    sim = Simulator(uniform_cluster(1, gpus_per_node=1), jobs, Fifo())
+    sim.start()
+    sim.step()
+    forecast = forward(snapshot_of(sim, predictions="exact"))
+    assert {(j.job_id, j.status, j.start_s, j.finish_s) for j in forecast.jobs} == {
+        ("a", "running", 0.0, 100.0), ("b", "running", 0.0, 100.0), ("c", "pending", 100.0, 150.0)}
