@@ -11,6 +11,8 @@ from rackwise.cluster.allocation import SLICED, Allocation, TentativeAllocation
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.engine.checks import LIVE_CLUSTER, EngineSupport, check_decisions
 from rackwise.errors import InputError, InvalidDecisionError
+from rackwise.forecast.forward import forward
+from rackwise.forecast.from_sim import snapshot_of
 from rackwise.perf.model import NetworkPerf
 from rackwise.policies.base import Decisions, Start
 from rackwise.policies.fifo import Fifo, FifoBackfill
@@ -133,9 +135,6 @@ def test_shares_never_overfill_a_gpu_and_every_job_finishes(
 
 def test_a_forecast_goes_on_from_a_split_gpu() -> None:
     """A snapshot of two halves sharing a GPU resumes with them on it: the 0.6 job waits for both."""
-    from rackwise.forecast.from_sim import snapshot_of
-    from rackwise.forecast.forward import forward
-
     jobs = [_share("a", 0, 0.5), _share("b", 0, 0.5), _share("c", 0, 0.6, duration=50.0)]
     sim = Simulator(uniform_cluster(1, gpus_per_node=1), jobs, Fifo())
     sim.start()
