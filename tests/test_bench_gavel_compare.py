@@ -2,27 +2,22 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from tests.benchmark_scripts import BENCHMARKS, load_script
 
 from rackwise.workload.readers.gavel import read_gavel
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_gavel_compare.py"
+SCRIPT = BENCHMARKS / "bench_gavel_compare.py"
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("bench_gavel_compare", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks the module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script("bench_gavel_compare")
 
 
 def test_skips_without_gavel(tmp_path: Path) -> None:

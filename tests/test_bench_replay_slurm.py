@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import subprocess
 import sys
@@ -10,20 +9,16 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from tests.benchmark_scripts import BENCHMARKS, load_script
 
 from rackwise.metrics.records import JobRecord
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "replay_slurm.py"
+SCRIPT = BENCHMARKS / "replay_slurm.py"
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("replay_slurm", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look the module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script("replay_slurm")
 
 
 def test_skips_in_one_line_without_slurm(tmp_path: Path) -> None:

@@ -461,7 +461,7 @@ class Simulator:
                 rate = forked_rate(self.perf, state, running, frac, self._copy_efficiency)
             elif state.partner is not None:
                 rate *= self._pair_factor(state)
-            elif state.job.is_fractional:
+            elif state.job.gpu_share < 1.0:  # `is_fractional`, inlined: this runs per re-rated job
                 rate *= self._tenancy_factor(state)
             if job_id not in changed and rate == state.rate_iters_per_s:
                 continue
