@@ -28,7 +28,7 @@ GPUS_PER_NODE = 4
 SLURMD_TIMEOUT_S = 5
 
 
-def _free_ports(count: int) -> list[int]:
+def free_ports(count: int) -> list[int]:
     sockets, ports = [], []
     for _ in range(count):
         sock = socket.socket()
@@ -61,8 +61,9 @@ class LoopbackSlurm:
         self.slurmd: dict[str, subprocess.Popen[bytes]] = {}
 
     # ------------------------------------------------------------- config
-    def write_config(self) -> None:
-        ctld_port, *node_ports = _free_ports(1 + len(NODES))
+    def write_config(self, settings: dict[str, str] | None = None) -> None:
+        """Write slurm.conf, gres.conf and topology.conf; ``settings`` replace slurm.conf lines by key."""
+        ctld_port, *node_ports = free_ports(1 + len(NODES))
         etc = self.base / "etc"
         for sub in ("etc", "state", "log", "run", "dev", "out"):
             (self.base / sub).mkdir(parents=True, exist_ok=True)
@@ -78,12 +79,14 @@ class LoopbackSlurm:
             text = (FIXTURES / f"{name}.in").read_text()
             for mark, value in marks.items():
                 text = text.replace(mark, value)
+            if name == "slurm.conf":
+                text = _with_settings(text, settings or {})
             (etc / name).write_text(text)
         shutil.copy(FIXTURES / "topology.conf", etc / "topology.conf")
 
     # -------------------------------------------------------------- start
-    def start(self) -> None:
-        self.write_config()
+    def start(self, settings: dict[str, str] | None = None) -> None:
+        self.write_config(settings)
         self._start_controller(["-c"])  # a clean state
         # slurmd only once the controller answers: before that it backs off for minutes.
         for name in NODES:
@@ -233,6 +236,18 @@ class LoopbackSlurm:
         if not path.exists():
             return "(no log)"
         return " | ".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _with_settings(text: str, settings: dict[str, str]) -> str:
+    """slurm.conf text with each ``KEY=`` line set to ``settings[KEY]`` (new keys appended)."""
+    lines = text.splitlines()
+    for key, value in settings.items():
+        at = [i for i, line in enumerate(lines) if line.startswith(f"{key}=")]
+        if at:
+            lines[at[0]] = f"{key}={value}"
+        else:
+            lines.append(f"{key}={value}")
+    return "\n".join(lines) + "\n"
 
 
 def _children(pid: int) -> list[int]:
