@@ -56,8 +56,8 @@ class Claim(BaseModel):
     note: str = ""
 
 
-def assess(claims: list[Claim], table: pd.DataFrame) -> pd.DataFrame:
-    """One row per claim and regime: seeds, ratio over the baseline (mean, min, max), verdict.
+def seed_ratios(claims: list[Claim], table: pd.DataFrame) -> pd.DataFrame:
+    """One row per claim, regime and seed: the policy's figure over the baseline's on that seed.
 
     ``table`` is a sweep's results table (one row per cell, ``policy`` holding
     the label). A regime where either side has no finished run is left out.
@@ -75,20 +75,41 @@ def assess(claims: list[Claim], table: pd.DataFrame) -> pd.DataFrame:
         side = {label: chosen[chosen["policy"] == label].set_index([*REGIME, "seed"])[claim.metric]
                 for label in (claim.policy, claim.baseline)}
         paired = pd.concat(side, axis=1, join="inner").dropna()
-        if paired.empty:
-            continue
-        ratio = (paired[claim.policy] / paired[claim.baseline]).rename("ratio")
-        for regime, ratios in ratio.groupby(level=REGIME, sort=False):
-            lower, higher = ratios < 1.0 - TIE, ratios > 1.0 + TIE
-            wins, losses = (lower, higher) if claim.better == "lower" else (higher, lower)
-            verdict = ("matches" if wins.all() else "fails" if losses.all()
-                       else "ties" if not (wins.any() or losses.any()) else "mixed")
+        for (workload, cluster, load, seed), row in paired.iterrows():
             rows.append({"claim": index, "paper": claim.paper, "statement": claim.statement,
                          "policy": claim.policy, "baseline": claim.baseline,
-                         "metric": claim.metric, **dict(zip(REGIME, regime)),
-                         "n_seeds": len(ratios), "ratio_mean": float(ratios.mean()),
-                         "ratio_min": float(ratios.min()), "ratio_max": float(ratios.max()),
-                         "verdict": verdict})
+                         "metric": claim.metric, "better": claim.better, "workload": workload,
+                         "cluster": cluster, "load": float(load), "seed": int(seed),
+                         "ratio": float(row[claim.policy] / row[claim.baseline])})
+    return pd.DataFrame(rows, columns=[*SEED_COLUMNS, "ratio"])
+
+
+SEED_COLUMNS = ["claim", "paper", "statement", "policy", "baseline", "metric", "better",
+                *REGIME, "seed"]
+
+
+def direction(ratio: float, better: str) -> str:
+    """Which way one seed points: ``claimed``, ``against`` or ``neither`` (within `TIE`)."""
+    if abs(ratio - 1.0) <= TIE:
+        return "neither"
+    return "claimed" if (ratio < 1.0) == (better == "lower") else "against"
+
+
+def assess(claims: list[Claim], table: pd.DataFrame) -> pd.DataFrame:
+    """One row per claim and regime: seeds, ratio over the baseline (mean, min, max), verdict."""
+    ratios = seed_ratios(claims, table)
+    rows = []
+    for (index, *regime), group in ratios.groupby(["claim", *REGIME], sort=False):
+        claim = claims[index]
+        ways = {direction(r, claim.better) for r in group["ratio"]}
+        verdict = ("matches" if ways == {"claimed"} else "fails" if ways == {"against"}
+                   else "ties" if ways == {"neither"} else "mixed")
+        rows.append({"claim": index, "paper": claim.paper, "statement": claim.statement,
+                     "policy": claim.policy, "baseline": claim.baseline,
+                     "metric": claim.metric, **dict(zip(REGIME, regime)),
+                     "n_seeds": len(group), "ratio_mean": float(group["ratio"].mean()),
+                     "ratio_min": float(group["ratio"].min()),
+                     "ratio_max": float(group["ratio"].max()), "verdict": verdict})
     return pd.DataFrame(rows)
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from rackwise.errors import RackwiseError
-from rackwise.experiments.claims import assess, claims_markdown
+from rackwise.experiments.claims import assess, claims_markdown, seed_ratios
 from rackwise.experiments.config import Experiment, load_experiment
 from rackwise.experiments.grid import plan
 from rackwise.experiments.runner import OnDone, SweepOutcome, run_cells
@@ -43,6 +43,7 @@ CLAIMS_END = "<!-- /claims: {name} -->"
 class Reproduction:
     outcomes: dict[str, SweepOutcome]  # by experiment name
     markdown: Path
+    claims: Path  # every claim's ratio per regime and seed (``claims.csv``)
     figures: tuple[Path, ...]
     documents: tuple[Path, ...]  # policy documents whose claims tables were rewritten
 
@@ -217,6 +218,7 @@ def reproduce(experiment_paths: Sequence[str | Path], out_dir: str | Path, docs_
     docs.mkdir(parents=True, exist_ok=True)
     outcomes: dict[str, SweepOutcome] = {}
     sections, figures, documents = [], [], []
+    ratios = []
     for source, experiment in experiments:
         cells = plan(experiment, source)
         outcome = outcomes[experiment.name] = run_cells(cells, Path(out_dir) / experiment.name,
@@ -227,6 +229,7 @@ def reproduce(experiment_paths: Sequence[str | Path], out_dir: str | Path, docs_
         drawn = bar_charts(mean, folder) + load_curves(mean, folder)
         claims = ""
         if experiment.claims:
+            ratios.append(seed_ratios(experiment.claims, outcome.table).assign(experiment=experiment.name))
             claims = claims_markdown(experiment.claims, assess(experiment.claims, outcome.table))
             for document in sorted((docs / "policies").glob("*.md")):
                 if write_claims_block(document, experiment.name, claims):
@@ -241,4 +244,8 @@ def reproduce(experiment_paths: Sequence[str | Path], out_dir: str | Path, docs_
                                         baseline=experiment.baseline))
     target = docs / "results.md"
     target.write_text(markdown(sections, command), encoding="utf-8")
-    return Reproduction(outcomes, target, tuple(figures), tuple(documents))
+    claims_csv = docs / "claims.csv"
+    published = pd.concat(ratios, ignore_index=True) if ratios else pd.DataFrame(columns=["experiment"])
+    published[["experiment", *published.columns.drop("experiment")]].to_csv(
+        claims_csv, index=False, float_format="%.17g")
+    return Reproduction(outcomes, target, claims_csv, tuple(figures), tuple(documents))
