@@ -31,8 +31,8 @@ from rackwise.policies.base import BasePolicy, Capabilities, Decisions, Start
 from rackwise.policies.parts import lp, space_sharing
 from rackwise.policies.parts.heterogeneity import (
     RoundClock,
+    TypePlacer,
     TypeThroughputs,
-    place_on_type,
 )
 from rackwise.policies.parts.placement import consolidated
 from rackwise.workload.job import Job
@@ -417,6 +417,7 @@ class Gavel(BasePolicy):
                 preempt.append(active[index].job_id)
                 free.give(active[index].gpu_ids)
         starts: list[Start] = []
+        placer = TypePlacer(free, self.rates_.nodes)
         order = sorted(chosen, key=lambda i: (-active[i].job.n_gpus, i))
         for index in order:
             state = active[index]
@@ -434,10 +435,10 @@ class Gavel(BasePolicy):
                     s.gpu_ids for s in starts if s.job_id == host.job_id)
                 starts.append(Start(state.job_id, shared, beside=host.job_id))
                 continue
-            gpus = place_on_type(free, self.rates_.nodes[types[j]], state.job.n_gpus)
+            gpus = placer.place(types[j], state.job.n_gpus)
             if gpus is None:  # cannot happen: counts were checked per type
                 raise AssertionError(f"gavel: no room for job {state.job_id} on {types[j]}")
-            free.take(gpus)
+            placer.take(gpus)
             starts.append(Start(state.job_id, gpus))
         for index in wide:
             state = active[index]

@@ -3,20 +3,21 @@
 - `TypeThroughputs`: how fast each job would run on each GPU type, asked of
   the performance model through the view with a representative consolidated
   placement on that type, and cached per job and type.
-- `place_on_type`: which free GPUs of one type a job gets (lease extension
-  first, then one node if any fits, else the fewest nodes).
+- `TypePlacer`: which free GPUs of one type each job of a round gets (one
+  node if any fits, else the fewest nodes).
 - `TypeMask`: the free GPUs of one type only, for any placement strategy.
 - `RoundClock`: when a round-based policy's next round is due.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import bisect
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from rackwise.cluster.allocation import FreeGpus
+from rackwise.cluster.allocation import FreeGpus, TentativeAllocation
 from rackwise.cluster.topology import Topology
 from rackwise.engine.view import ClusterView
 from rackwise.workload.state import JobState
@@ -116,37 +117,55 @@ class TypeThroughputs:
         self._cache.pop(job_id, None)
 
 
-def place_on_type(free: FreeGpus, node_ids: Iterable[int], n_gpus: int,
-                  prefer: tuple[int, ...] = ()) -> tuple[int, ...] | None:
-    """``n_gpus`` free GPUs from the given nodes, or None if they hold fewer.
+class TypePlacer:
+    """Places jobs one after another on the free GPUs of one type each, over a tentative allocation.
 
-    Keeps ``prefer`` (the job's previous GPUs) when all of them are still
-    free, which avoids a restart; else the tightest single node that fits,
-    else the nodes with the most free GPUs first (fewest nodes).
+    A job gets the tightest single node of its type that fits, else the
+    nodes with the most free GPUs first (fewest nodes). The free nodes of
+    each type are kept in buckets by free count, so a placement costs time
+    in the GPUs per node, not in the nodes of the type: a Gavel round at
+    10,000 GPUs places thousands of jobs.
     """
-    nodes = list(node_ids)
-    if prefer and len(prefer) == n_gpus:
-        by_node: dict[int, set[int]] = {}
-        for gpu in prefer:
-            by_node.setdefault(free.topology.gpu_node[gpu], set()).add(gpu)
-        if set(by_node) <= set(nodes) and all(
-                gpus <= set(free.free_gpu_ids(n)) for n, gpus in sorted(by_node.items())):
-            return prefer
-    counts = [(free.free_in_node(n), n) for n in nodes]
-    if sum(c for c, _ in counts) < n_gpus:
-        return None
-    fitting = [(c, n) for c, n in counts if c >= n_gpus]
-    if fitting:
-        _, node = min(fitting)
-        return tuple(free.free_gpu_ids(node)[:n_gpus])
-    chosen: list[int] = []
-    for count, node in sorted(counts, key=lambda cn: (-cn[0], cn[1])):
-        if count == 0:
-            break
-        chosen.extend(free.free_gpu_ids(node)[:n_gpus - len(chosen)])
-        if len(chosen) == n_gpus:
-            break
-    return tuple(chosen)
+
+    def __init__(self, free: TentativeAllocation, nodes: Mapping[str, tuple[int, ...]]) -> None:
+        self.free = free
+        widest = max((node.n_gpus for node in free.topology.nodes), default=0)
+        self._type_of = {node: gpu_type for gpu_type, ids in nodes.items() for node in ids}
+        self._buckets: dict[str, list[list[int]]] = {t: [[] for _ in range(widest + 1)] for t in nodes}
+        self._count: dict[int, int] = {}
+        self._total = dict.fromkeys(nodes, 0)
+        for gpu_type, ids in nodes.items():
+            for node in ids:  # ascending, so every bucket starts sorted
+                count = self._count[node] = free.free_in_node(node)
+                self._buckets[gpu_type][count].append(node)
+                self._total[gpu_type] += count
+
+    def place(self, gpu_type: str, n_gpus: int) -> tuple[int, ...] | None:
+        """``n_gpus`` free GPUs of ``gpu_type`` (not yet taken), or None if it has fewer free."""
+        if self._total[gpu_type] < n_gpus:
+            return None
+        buckets = self._buckets[gpu_type]
+        for count in range(max(n_gpus, 1), len(buckets)):
+            if buckets[count]:
+                return tuple(self.free.free_gpu_ids(buckets[count][0])[:n_gpus])
+        chosen: list[int] = []
+        for count in range(len(buckets) - 1, 0, -1):
+            for node in buckets[count]:
+                chosen.extend(self.free.free_gpu_ids(node)[:n_gpus - len(chosen)])
+                if len(chosen) == n_gpus:
+                    return tuple(chosen)
+        return tuple(chosen)
+
+    def take(self, gpus: Sequence[int]) -> None:
+        """Take ``gpus`` from the allocation and move their nodes to their new buckets."""
+        self.free.take(gpus)
+        for node in {self.free.topology.gpu_node[gpu] for gpu in gpus}:
+            gpu_type, old = self._type_of[node], self._count[node]
+            new = self._count[node] = self.free.free_in_node(node)
+            buckets = self._buckets[gpu_type]
+            del buckets[old][bisect.bisect_left(buckets[old], node)]
+            bisect.insort(buckets[new], node)
+            self._total[gpu_type] += new - old
 
 
 class TypeMask:
