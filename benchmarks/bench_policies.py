@@ -7,6 +7,9 @@ Two figures, each measured in a fresh process (so max RSS belongs to that run):
   memory. A run past ``--limit-s`` seconds is stopped and reported as skipped.
   ``records_sha256`` (first 16 hex digits of the sha256 of ``repr(records)``)
   shows whether a speed-up kept every decision.
+* ``linearity``: ``speed`` on the first ``--first-n`` jobs (default 2,000)
+  and on ten times as many; the CPU time's ratio is the cost of 10x the
+  jobs (target: at most 12x).
 * ``decision``: one ``schedule(view, now)`` call on a built state of
   10,000 GPUs (1,250 nodes of 8, 16 per rack) with ``--pending`` jobs waiting
   and ~90% of the GPUs busy; jobs are the first of philly_2017. The state is
@@ -18,6 +21,7 @@ Two figures, each measured in a fresh process (so max RSS belongs to that run):
     python benchmarks/bench_policies.py decision
     python benchmarks/bench_policies.py speed --policies fifo,tiresias --traces philly_2017
     python benchmarks/bench_policies.py speed --policies asrpt --traces philly_2017 --first-n 20000
+    python benchmarks/bench_policies.py linearity --traces philly_2017 --first-n 2000
 """
 
 from __future__ import annotations
@@ -106,11 +110,25 @@ def in_fresh_process(fn: str, args: tuple, limit_s: float) -> dict[str, object]:
     return queue.get() if not queue.empty() else {"error": f"exit code {process.exitcode}"}
 
 
+def linearity(policy: str, trace: str, n_small: int, limit_s: float) -> dict[str, object]:
+    """CPU time on the first ``n_small`` jobs and on ten times as many, and their ratio."""
+    small = in_fresh_process("speed", (policy, trace, n_small), limit_s)
+    large = in_fresh_process("speed", (policy, trace, 10 * n_small), limit_s)
+    row: dict[str, object] = {"figure": "linearity", "policy": policy, "trace": trace,
+                              "n_small": small.get("n_jobs"), "cpu_s_small": small.get("cpu_s"),
+                              "n_large": large.get("n_jobs"), "cpu_s_large": large.get("cpu_s")}
+    if isinstance(small.get("cpu_s"), float) and isinstance(large.get("cpu_s"), float):
+        row["cpu_ratio"] = round(large["cpu_s"] / max(small["cpu_s"], 1e-3), 2)  # type: ignore[operator]
+    else:
+        row["skipped"] = small.get("skipped") or small.get("error") or large.get("skipped") or large.get("error")
+    return row
+
+
 def main() -> None:
     from rackwise.policies.registry import POLICIES
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("figure", choices=("speed", "decision"))
+    parser.add_argument("figure", choices=("speed", "decision", "linearity"))
     parser.add_argument("--policies", default=",".join(sorted(POLICIES)))
     parser.add_argument("--traces", default="philly_2017,itp_2021")
     parser.add_argument("--limit-s", type=float, default=300.0)
@@ -127,6 +145,10 @@ def main() -> None:
                 row = in_fresh_process("speed", (policy, trace, args.first_n), args.limit_s)
                 print(json.dumps({"figure": "speed", "policy": policy, "trace": trace, **row, **common}),
                       flush=True)
+        elif args.figure == "linearity":
+            for trace in args.traces.split(","):
+                print(json.dumps({**linearity(policy, trace, args.first_n or 2_000, args.limit_s),
+                                  **common}), flush=True)
         else:
             row = in_fresh_process("decision", (policy, args.pending, args.nodes, args.busy_frac,
                                                 args.repeat), args.limit_s)
