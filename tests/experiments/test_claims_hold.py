@@ -20,7 +20,7 @@ from rackwise.experiments.claims import assess
 HOLDING = [
     ("delay", "up to 98% less communication overhead"),
     ("hetero", "total time duration 1.20x shorter than Gavel's"),
-    ("hetero", "lower average JCT than Gavel, planning jobs by utility density"),
+    ("hetero", "lower average JCT than Gavel (the paper reports"),
     ("hetero", "cluster utilisation up 1.45x against Hadar"),
 ]
 

@@ -96,6 +96,7 @@ class HadarE(HadarParameters, BasePolicy):
     copy_efficiency: float = 0.8
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if not 0.0 <= self.copy_efficiency <= 1.0:
             raise InputError(f"must be in [0, 1], got {self.copy_efficiency}",
                              field="copy_efficiency")
