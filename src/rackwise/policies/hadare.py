@@ -34,6 +34,7 @@ from rackwise.policies.parts.hadar_planning import (
     HadarParameters,
     HadarPlanner,
     Layout,
+    Take,
     used_book,
 )
 from rackwise.policies.parts.primal_dual import PriceBook
@@ -83,6 +84,10 @@ class HadarE(HadarParameters, BasePolicy):
         default_model_bytes: Model size when neither job nor table knows it.
         copy_efficiency: Progress an extra copy adds, as a share of its own
             rate (the module docstring says where 0.8 comes from).
+        wide_copies: Let a job wider than any node of its types fork too: its
+            copy takes the fewest nodes of one type that no other copy of it
+            uses ([R]; the digest confines a copy to one node, which such a
+            job never fits, so it would never fork).
         (All of Hadar's parameters, `HadarParameters`, apply too.)
     """
 
@@ -94,6 +99,7 @@ class HadarE(HadarParameters, BasePolicy):
     restart_s: float = 10.0
     default_model_bytes: float = 100e6
     copy_efficiency: float = 0.8
+    wide_copies: bool = True
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -114,6 +120,7 @@ class HadarE(HadarParameters, BasePolicy):
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
         self.planner_ = HadarPlanner(self, view, add_copies=self._add_copies)
+        self._topology = view.topology
 
     def on_completion(self, job: Job, now: float) -> None:
         self.planner_.forget(job.job_id)
@@ -143,12 +150,44 @@ class HadarE(HadarParameters, BasePolicy):
         if len(layout) >= cap:
             return False
         used = {node for take in layout for node, _ in take}
-        node = self._copy_node(book, self.planner_.job_types(state.job_id).tiers, n, used)
-        if node is None:
+        tiers = self.planner_.job_types(state.job_id).tiers
+        node = self._copy_node(book, tiers, n, used)
+        if node is not None:
+            copy: Take = ((node, n),)
+        elif self.wide_copies and n > self._widest_node(tiers):
+            spread = self._copy_nodes(book, tiers, n, used)
+            if spread is None:
+                return False
+            copy = spread
+        else:
             return False
-        book.take(0, node, n)
-        layouts[state.job_id] = (*layout, ((node, n),))
+        for node, k in copy:
+            book.take(0, node, k)
+        layouts[state.job_id] = (*layout, copy)
         return True
+
+    def _widest_node(self, tiers: tuple[tuple[int, ...], ...]) -> int:
+        """GPUs of the largest node of the job's usable types."""
+        node_type = self.planner_.node_type
+        usable = {t for tier in tiers for t in tier}
+        return max((node.n_gpus for node, t in zip(self._topology.nodes, node_type) if t in usable),
+                   default=0)
+
+    def _copy_nodes(self, book: PriceBook, tiers: tuple[tuple[int, ...], ...], n_gpus: int,
+                    used: set[int]) -> Take | None:
+        """A copy across nodes of one type (fastest first), emptiest nodes first, none in ``used``."""
+        for types in tiers:
+            take: list[tuple[int, int]] = []
+            need = n_gpus
+            for node, free in book.most_free_first(0, types):
+                if node in used:
+                    continue
+                k = min(free, need)
+                take.append((node, k))
+                need -= k
+                if need == 0:
+                    return tuple(sorted(take))
+        return None
 
     def _copy_node(self, book: PriceBook, tiers: tuple[tuple[int, ...], ...], n_gpus: int,
                    used: set[int]) -> int | None:
