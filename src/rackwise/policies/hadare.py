@@ -120,7 +120,9 @@ class HadarE(HadarParameters, BasePolicy):
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
         self.planner_ = HadarPlanner(self, view, add_copies=self._add_copies)
-        self._topology = view.topology
+        self._widest_of_type: dict[int, int] = {}  # GPU type index -> GPUs of its largest node
+        for node, t in zip(view.topology.nodes, self.planner_.node_type):
+            self._widest_of_type[t] = max(self._widest_of_type.get(t, 0), node.n_gpus)
 
     def on_completion(self, job: Job, now: float) -> None:
         self.planner_.forget(job.job_id)
@@ -168,10 +170,7 @@ class HadarE(HadarParameters, BasePolicy):
 
     def _widest_node(self, tiers: tuple[tuple[int, ...], ...]) -> int:
         """GPUs of the largest node of the job's usable types."""
-        node_type = self.planner_.node_type
-        usable = {t for tier in tiers for t in tier}
-        return max((node.n_gpus for node, t in zip(self._topology.nodes, node_type) if t in usable),
-                   default=0)
+        return max((self._widest_of_type[t] for tier in tiers for t in tier), default=0)
 
     def _copy_nodes(self, book: PriceBook, tiers: tuple[tuple[int, ...], ...], n_gpus: int,
                     used: set[int]) -> Take | None:
