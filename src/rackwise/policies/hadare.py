@@ -15,9 +15,10 @@ saw part of the samples is worth less than one model that saw them all, and
 how much less is not public for HadarE (its abstract reports no loss of
 model quality); the default 0.8 is the sensitivity value of
 shared/papers/hadar.md §3.7, and ``copy_efficiency=1`` is the abstract's
-reading. Every copy holds the job's full GPU
-count, so a copy fits only a node with that many free GPUs ([R]; the
-digest also allows smaller copies).
+reading. Every copy holds the job's full GPU count, so a copy fits only a
+node with that many free GPUs ([R]; the digest also allows smaller copies),
+except that a job wider than every node may take whole nodes its other
+copies do not use (``wide_copies``).
 """
 
 from __future__ import annotations
