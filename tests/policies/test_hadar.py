@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from rackwise.errors import InputError
 from rackwise.policies.gavel import Gavel
 from rackwise.policies.hadar import Hadar
 from rackwise.policies.hadare import HadarE
@@ -153,7 +154,7 @@ def test_small_hetero_trace_finishes_and_repeats() -> None:
     jobs = [job(f"j{i}", "r50" if i % 2 else "lm", 2000 + 500 * i, n_gpus=(1, 2, 4, 8)[i % 4],
                 submit=200.0 * i) for i in range(12)]
     for params in ({}, {"progress_model": "additive"}, {"order": "utility_density"},
-                   {"backfill": False}):
+                   {"order": "arrival"}, {"backfill": False}):
         first = simulate(topology, jobs, Hadar(**params), perf=TablePerf(table, restart_s=5.0))
         assert sorted(r.job_id for r in first.records) == sorted(j.job_id for j in jobs)
         again = simulate(topology, jobs, Hadar(**params), perf=TablePerf(table, restart_s=5.0))
@@ -165,6 +166,30 @@ def test_hadar_and_gavel_say_when_they_read_true_iterations() -> None:
     assert not Gavel().capabilities.needs_oracle
     assert Gavel(objective="min_makespan").capabilities.needs_oracle
     assert Gavel(objective="finish_time_fairness").capabilities.needs_oracle
+
+
+def test_longest_then_density_keeps_the_total_time_and_runs_short_jobs_early() -> None:
+    # One fast and one slow GPU; the long job bounds the total time (7,200 s on the V100).
+    topology = cluster(("v100", 1, 1), ("k80", 1, 1))
+    table = {("m", "v100"): 10.0, ("m", "k80"): 2.5}
+    jobs = [job("A-long", "m", 72_000), job("B-mid", "m", 18_000), job("C-short", "m", 900)]
+    finish = {}
+    for order in ("arrival", "utility_density", "longest_then_density"):
+        result = simulate(topology, jobs, Hadar(order=order), perf=TablePerf(table))  # type: ignore[arg-type]
+        finish[order] = {r.job_id: r.finish_time for r in result.records}
+    ours = finish["longest_then_density"]
+    # Arrival order gives the K80 to the mid job, so the short one waits 2 hours.
+    assert finish["arrival"]["C-short"] == 7290.0 and ours["C-short"] == 360.0
+    # Density order gives the V100 to the short job first, so the long one finishes a slot late.
+    assert max(finish["utility_density"].values()) == 8820.0
+    assert ours["A-long"] == 7200.0 and max(ours.values()) == max(finish["arrival"].values()) == 7290.0
+
+
+def test_longest_share_must_be_a_share() -> None:
+    with pytest.raises(InputError, match="longest_share"):
+        Hadar(longest_share=0.0)
+    with pytest.raises(InputError, match="longest_share"):
+        HadarE(longest_share=1.5)
 
 
 @pytest.mark.parametrize(("order", "first"), [("arrival", "A-long"), ("utility_density", "B-short")])

@@ -139,3 +139,26 @@ def test_engine_rejects_wrong_gpu_count_for_copies() -> None:
 
     with pytest.raises(InvalidDecisionError, match="2 copies"):
         simulate(A_AND_B, [job("J", "m", 10)], BadFork(), perf=TablePerf(H5_PERF))
+
+
+def test_a_job_wider_than_a_node_forks_across_nodes_no_other_copy_uses() -> None:
+    # Four 2-GPU nodes and a 4-GPU job: no single node holds a copy of it.
+    topology = cluster(("v100", 4, 2))
+    jobs = [job("W", "m", 36_000, n_gpus=4)]
+    perf = {("m", "v100"): 10.0}
+    free_sync = {"restart_s": 0.0, "default_model_bytes": 0.0, "copy_efficiency": 1.0}
+    narrow = simulate(topology, jobs, HadarE(wide_copies=False, **free_sync), perf=TablePerf(perf))
+    assert narrow.records[0].finish_time == pytest.approx(3600.0)  # one copy
+    wide = simulate(topology, jobs, HadarE(**free_sync), perf=TablePerf(perf))
+    assert wide.records[0].finish_time == pytest.approx(1800.0)  # two copies, two nodes each
+    assert wide.records[0].gpu_s == pytest.approx(8 * 1800.0)
+
+
+def test_a_wide_copy_takes_only_nodes_the_job_leaves_free() -> None:
+    # Three 4-GPU nodes, a 6-GPU job: the primary takes 4 + 2 GPUs, which leaves 2 + 4
+    # free, but the 2 sit on a node the primary uses, so there is no copy.
+    topology = cluster(("v100", 3, 4))
+    free_sync = {"restart_s": 0.0, "default_model_bytes": 0.0, "copy_efficiency": 1.0}
+    result = simulate(topology, [job("W", "m", 36_000, n_gpus=6)], HadarE(**free_sync),
+                      perf=TablePerf({("m", "v100"): 10.0}))
+    assert result.records[0].finish_time == pytest.approx(3600.0)

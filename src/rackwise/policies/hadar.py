@@ -3,8 +3,10 @@
 rackwise's implementation of the published design; the papers' bodies were
 not available, so the algorithm is the digest's reconstruction and every
 open choice is a parameter (`parts.hadar_planning.HadarParameters`). Every
-``round_s`` seconds all active jobs are re-planned in arrival order (§3.4b):
-GPU prices start at their floor, each job takes the plan (which GPUs now,
+``round_s`` seconds all active jobs are re-planned (§3.4b), one after the
+other: first the jobs that bound the total time (the longest remaining),
+then the rest by utility per GPU-slot, short jobs first (``order``). GPU
+prices start at their floor, each job takes the plan (which GPUs now,
 possibly of several types, and in which future slots) that maximises its
 utility minus the priced GPUs, and is run now only if that payoff is
 positive and the plan uses the current slot. Taken GPUs become dearer for

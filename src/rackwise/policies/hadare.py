@@ -15,9 +15,10 @@ saw part of the samples is worth less than one model that saw them all, and
 how much less is not public for HadarE (its abstract reports no loss of
 model quality); the default 0.8 is the sensitivity value of
 shared/papers/hadar.md §3.7, and ``copy_efficiency=1`` is the abstract's
-reading. Every copy holds the job's full GPU
-count, so a copy fits only a node with that many free GPUs ([R]; the
-digest also allows smaller copies).
+reading. Every copy holds the job's full GPU count, so a copy fits only a
+node with that many free GPUs ([R]; the digest also allows smaller copies),
+except that a job wider than every node may take whole nodes its other
+copies do not use (``wide_copies``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from rackwise.policies.parts.hadar_planning import (
     HadarParameters,
     HadarPlanner,
     Layout,
+    Take,
     used_book,
 )
 from rackwise.policies.parts.primal_dual import PriceBook
@@ -83,6 +85,10 @@ class HadarE(HadarParameters, BasePolicy):
         default_model_bytes: Model size when neither job nor table knows it.
         copy_efficiency: Progress an extra copy adds, as a share of its own
             rate (the module docstring says where 0.8 comes from).
+        wide_copies: Let a job wider than any node of its types fork too: its
+            copy takes the fewest nodes of one type that no other copy of it
+            uses ([R]; the digest confines a copy to one node, which such a
+            job never fits, so it would never fork).
         (All of Hadar's parameters, `HadarParameters`, apply too.)
     """
 
@@ -94,8 +100,10 @@ class HadarE(HadarParameters, BasePolicy):
     restart_s: float = 10.0
     default_model_bytes: float = 100e6
     copy_efficiency: float = 0.8
+    wide_copies: bool = True
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if not 0.0 <= self.copy_efficiency <= 1.0:
             raise InputError(f"must be in [0, 1], got {self.copy_efficiency}",
                              field="copy_efficiency")
@@ -113,6 +121,9 @@ class HadarE(HadarParameters, BasePolicy):
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
         self.planner_ = HadarPlanner(self, view, add_copies=self._add_copies)
+        self._widest_of_type: dict[int, int] = {}  # GPU type index -> GPUs of its largest node
+        for node, t in zip(view.topology.nodes, self.planner_.node_type):
+            self._widest_of_type[t] = max(self._widest_of_type.get(t, 0), node.n_gpus)
 
     def on_completion(self, job: Job, now: float) -> None:
         self.planner_.forget(job.job_id)
@@ -142,12 +153,41 @@ class HadarE(HadarParameters, BasePolicy):
         if len(layout) >= cap:
             return False
         used = {node for take in layout for node, _ in take}
-        node = self._copy_node(book, self.planner_.job_types(state.job_id).tiers, n, used)
-        if node is None:
+        tiers = self.planner_.job_types(state.job_id).tiers
+        node = self._copy_node(book, tiers, n, used)
+        if node is not None:
+            copy: Take = ((node, n),)
+        elif self.wide_copies and n > self._widest_node(tiers):
+            spread = self._copy_nodes(book, tiers, n, used)
+            if spread is None:
+                return False
+            copy = spread
+        else:
             return False
-        book.take(0, node, n)
-        layouts[state.job_id] = (*layout, ((node, n),))
+        for node, k in copy:
+            book.take(0, node, k)
+        layouts[state.job_id] = (*layout, copy)
         return True
+
+    def _widest_node(self, tiers: tuple[tuple[int, ...], ...]) -> int:
+        """GPUs of the largest node of the job's usable types."""
+        return max((self._widest_of_type[t] for tier in tiers for t in tier), default=0)
+
+    def _copy_nodes(self, book: PriceBook, tiers: tuple[tuple[int, ...], ...], n_gpus: int,
+                    used: set[int]) -> Take | None:
+        """A copy across nodes of one type (fastest first), emptiest nodes first, none in ``used``."""
+        for types in tiers:
+            take: list[tuple[int, int]] = []
+            need = n_gpus
+            for node, free in book.most_free_first(0, types):
+                if node in used:
+                    continue
+                k = min(free, need)
+                take.append((node, k))
+                need -= k
+                if need == 0:
+                    return tuple(sorted(take))
+        return None
 
     def _copy_node(self, book: PriceBook, tiers: tuple[tuple[int, ...], ...], n_gpus: int,
                    used: set[int]) -> int | None:

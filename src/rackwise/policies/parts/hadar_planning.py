@@ -1,7 +1,8 @@
 """Hadar's planning: per-round primal-dual plans over GPU types (papers/hadar.md).
 
-Every ``round_s`` seconds all active jobs are re-planned in arrival order:
-GPU prices start at their floor, each job takes the plan (which GPUs now,
+Every ``round_s`` seconds all active jobs are re-planned, one after the
+other (``order``: by default the jobs that bound the total time first, then
+the rest shortest first): GPU prices start at their floor, each job takes the plan (which GPUs now,
 possibly of several types, and in which future slots) that maximises its
 utility minus the priced GPUs, and is run now only if that payoff is
 positive and the plan uses the current slot. Prices, options and the dual
@@ -25,6 +26,7 @@ import numpy as np
 
 from rackwise.engine.contract import Decisions, Start
 from rackwise.engine.view import ClusterView
+from rackwise.errors import InputError
 from rackwise.policies.parts.heterogeneity import (
     RoundClock,
     TypeThroughputs,
@@ -55,10 +57,20 @@ class HadarParameters:
         utility_gamma1, utility_gamma2, utility_gamma3_factor: The sigmoid
             utility ``g1 / (1 + exp(g2 * (d - g3)))``, d in slots since
             arrival, g3 = factor x the job's fewest possible slots.
-        order: ``arrival`` or ``utility_density`` (who is planned first).
-        backfill: Give GPUs no plan uses to waiting jobs, oldest first,
+        order: Who is planned first. ``longest_then_density``: the jobs that
+            bound the total time (see ``longest_share``) in order of remaining
+            time, then the rest by ``utility_density``; ``utility_density``:
+            highest utility per GPU-slot first (short jobs first);
+            ``arrival``: oldest first.
+        backfill: Give GPUs no plan uses to waiting jobs, in planning order,
             ignoring prices ([R]; on by default: a job needing a whole node
             can be priced out even on an empty cluster, and would starve).
+        longest_share: Under ``longest_then_density``, a job goes first if
+            its remaining time on its fastest type is at least this share of
+            the longest such time among active jobs. The longest job bounds
+            the total time (it cannot finish before now plus that time), so
+            it takes the fastest GPUs before short jobs fill them; everything
+            else goes shortest first, for the average JCT ([R]).
     """
 
     round_s: float = 360.0
@@ -69,8 +81,13 @@ class HadarParameters:
     utility_gamma1: float = 1.0
     utility_gamma2: float = 1.0
     utility_gamma3_factor: float = 1.5
-    order: Literal["arrival", "utility_density"] = "arrival"
+    order: Literal["longest_then_density", "utility_density", "arrival"] = "longest_then_density"
     backfill: bool = True
+    longest_share: float = 0.95
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.longest_share <= 1.0:
+            raise InputError(f"must be in (0, 1], got {self.longest_share}", field="longest_share")
 
 
 Take = tuple[tuple[int, int], ...]  # (node id, GPUs) of one copy
@@ -104,6 +121,9 @@ class JobTypes:
                       for rate in sorted({float(rates[r]) for r in usable}, reverse=True))
         return cls(tuple(rates.tolist()), usable, at_least, fastest, tiers)
 
+
+# A job to plan this round: (state, remaining iterations, slots since arrival, gamma3, its types).
+_Planned = tuple[JobState, float, int, float, JobTypes]
 
 # Adds copies of running jobs to this round's layouts (``hadare``): (view, active jobs, layouts).
 AddCopies = Callable[[ClusterView, list[JobState], dict[str, Layout]], None]
@@ -180,7 +200,7 @@ class HadarPlanner:
     def _plan(self, view: ClusterView, active: list[JobState], now: float) -> dict[str, Layout]:
         delta = self._params.round_s
         spread = self._params.spread_factor
-        jobs: list[tuple[JobState, float, int, float, JobTypes]] = []
+        jobs: list[_Planned] = []
         densities = []
         for state in active:
             rates = self._rates.of(view, state)
@@ -208,8 +228,7 @@ class HadarPlanner:
         book = PriceBook([n.n_gpus for n in view.topology.nodes], lower,
                          [max(upper[t], lower) for t in self._node_type], self._params.horizon_slots,
                          groups=self._node_type)
-        if self._params.order == "utility_density":
-            jobs.sort(key=lambda j: -self._f(j[2] + 1, j[3]) / (j[0].job.n_gpus * self._d_min[j[0].job_id]))
+        jobs = self._in_planning_order(jobs)
         layouts: dict[str, Layout] = {}
         for state, remaining, elapsed, gamma3, types in jobs:
             rows = self._rows(book, types.rates, state.job.n_gpus, types)
@@ -225,6 +244,26 @@ class HadarPlanner:
         if self._params.backfill:
             self._backfill(view, [j[0] for j in jobs], layouts)
         return layouts
+
+    def _in_planning_order(self, jobs: list[_Planned]) -> list[_Planned]:
+        """The jobs in the order ``order`` names (stable: ties keep arrival order)."""
+        order = self._params.order
+        if order == "arrival":
+            return jobs
+
+        def density(j: _Planned) -> float:
+            state, _, elapsed, gamma3, _ = j
+            return self._f(elapsed + 1, gamma3) / (state.job.n_gpus * self._d_min[state.job_id])
+
+        if order == "utility_density":
+            return sorted(jobs, key=lambda j: -density(j))
+        # Remaining time on the fastest usable type, in seconds (a lower bound on the finish).
+        left = [remaining / max(types.rates) for _, remaining, _, _, types in jobs]
+        cut = self._params.longest_share * max(left)
+        first = sorted((j for j, t in zip(jobs, left) if t >= cut),
+                       key=lambda j: -j[1] / max(j[4].rates))
+        rest = sorted((j for j, t in zip(jobs, left) if t < cut), key=lambda j: -density(j))
+        return first + rest
 
     def _rows(self, book: PriceBook, rates: Sequence[float], n_gpus: int,
               types: JobTypes) -> list[list[Option]]:
@@ -334,7 +373,7 @@ class HadarPlanner:
         return self._min_nodes_of[key]
 
     def _backfill(self, view: ClusterView, jobs: list[JobState], layouts: dict[str, Layout]) -> None:
-        """Give GPUs no plan uses to waiting jobs that can use them, oldest first."""
+        """Give GPUs no plan uses to waiting jobs that can use them, in ``jobs``' order."""
         book = used_book(view, layouts, self._node_type)
         waiting = [s for s in jobs if s.job_id not in layouts]
         for state in waiting:
