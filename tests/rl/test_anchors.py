@@ -43,15 +43,17 @@ def test_consolidated_keeps_a_wide_job_in_one_rack() -> None:
     assert obs["candidate"][anchor_action("consolidated", obs, np.random.default_rng(0)), 3] == 0.0
 
 
-def test_greedy_avoids_predicted_interference() -> None:
-    cand = np.zeros((3, 6), dtype=np.float32)
+def test_greedy_breaks_consolidation_ties_by_predicted_interference() -> None:
+    cand = np.zeros((4, 6), dtype=np.float32)
     cand[:, 0] = 1.0
-    cand[0, 4] = 0.8  # the tightest server, but the job would slow down there
-    cand[1, 1] = 0.5
-    cand[2, 1] = 0.75
-    obs = {"candidate": cand, "mask": np.asarray([1, 1, 1, 0], dtype=np.int8)}
+    cand[:, 1] = [0.5, 0.5, 0.75, 0.25]  # free fraction left: server 3 is the tightest
+    cand[:, 4] = [0.8, 0.0, 0.0, 0.8]  # the job would slow down on servers 0 and 3
+    obs = {"candidate": cand, "server": np.zeros((4, 1)), "mask": np.asarray([1, 1, 1, 0, 0], dtype=np.int8)}
+    # server 3 is not allowed: of the equally tight servers 0 and 1, the one without interference
     assert greedy_action(obs) == 1
-    assert anchor_action("first-fit", obs, np.random.default_rng(0)) == 0
+    assert anchor_action("consolidated", obs, np.random.default_rng(0)) == 0
+    obs["mask"][3] = 1  # the tightest fit comes before interference
+    assert greedy_action(obs) == 3
 
 
 def test_random_stays_in_the_mask_and_every_rule_waits_when_nothing_is_allowed() -> None:
@@ -90,3 +92,17 @@ def test_marl_runs_each_rule_under_the_same_agents() -> None:
     assert jct["first-fit"] > 1.5 * jct["spread"]
     with pytest.raises(UnknownNameError, match="first-fit"):
         make_policy("marl", placement="frist-fit")
+
+
+def test_fewest_gpus_order_starts_the_narrow_jobs_first() -> None:
+    cluster = uniform_cluster(1, 4, 1)
+    widths = {"a": 4, "b": 4, "c": 1, "d": 2}
+    jobs = [Job(name, float(i), w, 100.0, group="vc") for i, (name, w) in enumerate(widths.items())]
+    starts = {}
+    for order in ("fifo", "fewest-gpus"):
+        done = simulate(cluster, jobs, make_policy("marl", order=order), seed=0)
+        starts[order] = {r.job_id: r.first_start for r in done.records}
+    assert starts["fifo"] == {"a": 0.0, "b": 100.0, "c": 200.0, "d": 200.0}
+    assert starts["fewest-gpus"] == {"a": 0.0, "c": 100.0, "d": 100.0, "b": 200.0}
+    with pytest.raises(UnknownNameError, match="fewest-gpus"):
+        make_policy("marl", order="fewest")

@@ -19,6 +19,7 @@ listing the policy needs no extra.
 
 from __future__ import annotations
 
+import bisect
 import importlib.util
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -32,6 +33,7 @@ from rackwise.policies.parts.marl.anchors import ANCHOR_RULES, NEEDS_PREDICTOR, 
 from rackwise.workload.job import Job
 
 INSTALL_HINT = "pip install 'rackwise[rl]'"
+ORDERS: tuple[str, ...] = ("fifo", "fewest-gpus")
 
 
 def _check_extra() -> None:
@@ -51,6 +53,9 @@ class Marl(BasePolicy):
             `ANCHOR_RULES` (``first-fit``, ``spread``, ``consolidated``,
             ``greedy`` with the checkpoint's interference model, ``random``):
             the paper's placement baselines under the same agents and order.
+        order: How each agent orders its queue: ``"fifo"`` (arrival order, the
+            design's default) or ``"fewest-gpus"`` (narrowest job first, then
+            arrival order: known at submission, so no oracle). Never preempts.
     """
 
     name: ClassVar[str] = "marl"
@@ -58,6 +63,7 @@ class Marl(BasePolicy):
     checkpoint: str | None = None
     torch_threads: int = 1
     placement: str = "learned"
+    order: str = "fifo"
 
     def __post_init__(self) -> None:
         _check_extra()  # fail at construction with the install line, not deep in a run
@@ -65,6 +71,9 @@ class Marl(BasePolicy):
             known = ("learned", *ANCHOR_RULES)
             raise UnknownNameError(f"unknown placement '{self.placement}' for marl; known: "
                                    f"{', '.join(known)}.{suggest(self.placement, known)}")
+        if self.order not in ORDERS:
+            raise UnknownNameError(f"unknown order '{self.order}' for marl; known: "
+                                   f"{', '.join(ORDERS)}.{suggest(self.order, ORDERS)}")
 
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
@@ -84,7 +93,12 @@ class Marl(BasePolicy):
     def on_arrival(self, job: Job, now: float) -> None:
         from rackwise.policies.parts.marl.features import agent_of
 
-        self.queues_[agent_of(job, self.n_agents_)].append(job)
+        queue = self.queues_[agent_of(job, self.n_agents_)]
+        if self.order == "fewest-gpus":
+            # after every queued job at most as wide: arrival order within a width
+            bisect.insort_right(queue, job, key=lambda queued: queued.n_gpus)
+        else:
+            queue.append(job)
 
     def schedule(self, view: ClusterView, now: float) -> Decisions:
         if view.n_free == 0 or not any(self.queues_):
