@@ -1,4 +1,4 @@
-"""Compare the trained MARL agents with tiresias, fifo (consolidated) and dally on held-out windows.
+"""Compare the trained MARL agents with placement heuristics, tiresias, fifo and dally on held-out windows.
 
     .venv/bin/python experiments/marl_eval.py [--windows 3] [--n-jobs 300] [--checkpoint PATH]
 
@@ -8,8 +8,9 @@ trace (the last 30% by submit time, never seen in training), rebased, with
 durations clipped to [60 s, 8 h] and gaps scaled to offered load 0.9
 (`rackwise.rl.episodes`). Performance: `NetworkPerf()` (models assigned per
 job, communication over the placement's bottleneck, co-location
-interference). Prints one JSON line per (window, policy), then a markdown
-table of average JCT.
+interference). The placement heuristics run under marl's own agents and
+FIFO order (``marl`` with a fixed ``placement`` rule). Prints one JSON line
+per (window, policy), then a markdown table of average JCT.
 """
 
 from __future__ import annotations
@@ -21,16 +22,20 @@ from typing import Any
 
 import numpy as np
 
-POLICIES: dict[str, dict[str, Any]] = {
-    "marl": {},
-    "tiresias": {},
-    "fifo": {"placement": "consolidated"},
-    "dally": {},
+# label: (policy, params)
+POLICIES: dict[str, tuple[str, dict[str, Any]]] = {
+    "marl": ("marl", {}),
+    "pack": ("marl", {"placement": "first-fit"}),
+    "spread": ("marl", {"placement": "spread"}),
+    "topology-consolidate": ("marl", {"placement": "consolidated"}),
+    "interference-greedy": ("marl", {"placement": "greedy"}),
+    "tiresias": ("tiresias", {}),
+    "fifo": ("fifo", {"placement": "consolidated"}),
+    "dally": ("dally", {}),
 }
 
 
-def run(trace: str, start: int, policy: str, params: dict[str, Any], n_jobs: int, load: float,
-        seed: int) -> dict[str, Any]:
+def run(trace: str, start: int, label: str, n_jobs: int, load: float, seed: int) -> dict[str, Any]:
     from rackwise.cluster.topology import uniform_cluster
     from rackwise.perf.model import NetworkPerf
     from rackwise.policies.registry import make_policy
@@ -40,10 +45,11 @@ def run(trace: str, start: int, policy: str, params: dict[str, Any], n_jobs: int
     cluster = uniform_cluster(16, 8, 4)
     jobs = trace_window(trace, np.random.default_rng(0), n_jobs=n_jobs, load=load,
                         cluster_gpus=cluster.n_gpus, split="eval", start=start)
+    policy, params = POLICIES[label]
     started = time.perf_counter()
     result = simulate(cluster, jobs, make_policy(policy, **params), perf=NetworkPerf(), seed=seed)
     jct = np.asarray([r.jct_s for r in result.records])
-    return {"trace": trace, "start": start, "policy": policy, "n_jobs": len(jct),
+    return {"trace": trace, "start": start, "policy": label, "n_jobs": len(jct),
             "avg_jct_h": float(jct.mean() / 3600), "p95_jct_h": float(np.percentile(jct, 95) / 3600),
             "wall_s": round(time.perf_counter() - started, 2)}
 
@@ -59,14 +65,16 @@ def main() -> None:
     from rackwise.rl.episodes import _split
 
     if args.checkpoint:
-        POLICIES["marl"] = {"checkpoint": args.checkpoint}
+        for label, (policy, params) in POLICIES.items():
+            if policy == "marl":
+                POLICIES[label] = (policy, {**params, "checkpoint": args.checkpoint})
     rows = []
     for trace in args.traces.split(","):
         pool = len(_split(trace, "eval"))
         starts = np.linspace(0, pool - args.n_jobs - 1, args.windows).astype(int).tolist()
         for i, start in enumerate(starts):
-            for name, params in POLICIES.items():
-                row = run(trace, start, name, params, args.n_jobs, args.load, seed=i)
+            for label in POLICIES:
+                row = run(trace, start, label, args.n_jobs, args.load, seed=i)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
     print()

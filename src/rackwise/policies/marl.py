@@ -9,13 +9,17 @@ Jobs go to ``n_agents`` FIFO queues by a stable hash of their group. At
 every scheduling call the agents, in an order shuffled by the run's
 generator, place their queue heads one at a time while they fit: each picks
 an anchor server with the trained actor (argmax over the feasible servers),
-and `rackwise.policies.parts.marl.placement` picks the GPUs. An agent whose head does not fit
+and `rackwise.policies.parts.marl.placement` picks the GPUs. ``placement``
+swaps the actor for a fixed anchor rule (`rackwise.policies.parts.marl.anchors`):
+the placement heuristics the design is measured against, under the very same
+per-agent FIFO order. An agent whose head does not fit
 waits (no backfilling within an agent). torch is imported in ``reset``, so
 listing the policy needs no extra.
 """
 
 from __future__ import annotations
 
+import bisect
 import importlib.util
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -23,11 +27,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from rackwise.engine.view import ClusterView
-from rackwise.errors import MissingExtraError
+from rackwise.errors import MissingExtraError, UnknownNameError, suggest
 from rackwise.policies.base import NOTHING, BasePolicy, Decisions, Start
+from rackwise.policies.parts.marl.anchors import ANCHOR_RULES, NEEDS_PREDICTOR, anchor_action
 from rackwise.workload.job import Job
 
 INSTALL_HINT = "pip install 'rackwise[rl]'"
+ORDERS: tuple[str, ...] = ("fifo", "fewest-gpus")
 
 
 def _check_extra() -> None:
@@ -43,15 +49,31 @@ class Marl(BasePolicy):
         checkpoint: Path (stem, ``.pt`` or ``.json``) of a checkpoint from
             ``rackwise train-marl``; None: the one shipped with rackwise.
         torch_threads: Threads torch may use (1 is fastest for one small decision).
+        placement: ``"learned"`` (the trained actor) or a fixed anchor rule of
+            `ANCHOR_RULES` (``first-fit``, ``spread``, ``consolidated``,
+            ``greedy`` with the checkpoint's interference model, ``random``):
+            the paper's placement baselines under the same agents and order.
+        order: How each agent orders its queue: ``"fifo"`` (arrival order, the
+            design's default) or ``"fewest-gpus"`` (narrowest job first, then
+            arrival order: known at submission, so no oracle). Never preempts.
     """
 
     name: ClassVar[str] = "marl"
     needs_extra: ClassVar[str | None] = "rl"
     checkpoint: str | None = None
     torch_threads: int = 1
+    placement: str = "learned"
+    order: str = "fifo"
 
     def __post_init__(self) -> None:
         _check_extra()  # fail at construction with the install line, not deep in a run
+        if self.placement != "learned" and self.placement not in ANCHOR_RULES:
+            known = ("learned", *ANCHOR_RULES)
+            raise UnknownNameError(f"unknown placement '{self.placement}' for marl; known: "
+                                   f"{', '.join(known)}.{suggest(self.placement, known)}")
+        if self.order not in ORDERS:
+            raise UnknownNameError(f"unknown order '{self.order}' for marl; known: "
+                                   f"{', '.join(ORDERS)}.{suggest(self.order, ORDERS)}")
 
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
@@ -71,7 +93,12 @@ class Marl(BasePolicy):
     def on_arrival(self, job: Job, now: float) -> None:
         from rackwise.policies.parts.marl.features import agent_of
 
-        self.queues_[agent_of(job, self.n_agents_)].append(job)
+        queue = self.queues_[agent_of(job, self.n_agents_)]
+        if self.order == "fewest-gpus":
+            # after every queued job at most as wide: arrival order within a width
+            bisect.insort_right(queue, job, key=lambda queued: queued.n_gpus)
+        else:
+            queue.append(job)
 
     def schedule(self, view: ClusterView, now: float) -> Decisions:
         if view.n_free == 0 or not any(self.queues_):
@@ -109,7 +136,8 @@ class Marl(BasePolicy):
 
     def decide(self, free: Any, placed: list[Any], agent: int, now: float,
                on_server: list[Any] | None = None) -> int | None:
-        """The agent's anchor server for its queue head (argmax of the actor), or None to wait.
+        """The agent's anchor server for its queue head (argmax of the actor, or the fixed
+        rule of ``placement``), or None to wait.
 
         ``on_server``: the residents of ``placed`` per server, if the caller keeps them.
         """
@@ -118,8 +146,14 @@ class Marl(BasePolicy):
         from rackwise.policies.parts.marl.encoder import stack_obs
         from rackwise.policies.parts.marl.features import observation
 
+        learned = self.placement == "learned"
+        # only the actor and the greedy rule read the interference model's columns
+        predictor = self.checkpoint_.predictor if learned or self.placement in NEEDS_PREDICTOR else None
         obs = observation(free, placed, self.queues_, agent, now=now, clock=0.0, index=self.index_,
-                          predictor=self.checkpoint_.predictor, wait_allowed=False, on_server=on_server)
+                          predictor=predictor, wait_allowed=False, on_server=on_server)
+        if not learned:
+            action = anchor_action(self.placement, obs, self.rng_)
+            return action if action < free.topology.n_nodes else None
         with torch.no_grad():
             logits, _ = self.checkpoint_.actor_critic.logits(stack_obs([obs]), *self.tensors_)
         # Kernels differ in the last bits between CPUs (AVX2, AVX-512, none): compare logits on a

@@ -22,6 +22,7 @@ import numpy as np
 from rackwise.cluster.topology import Topology, uniform_cluster
 from rackwise.perf.model import NetworkPerf
 from rackwise.policies.parts.marl import require
+from rackwise.policies.parts.marl.anchors import greedy_action
 from rackwise.policies.parts.marl.checkpoint import Checkpoint, ModelConfig, save
 from rackwise.policies.parts.marl.encoder import ActorCritic, stack_obs, topology_index
 from rackwise.policies.parts.marl.interference import Predictor, fit_interference, sample_colocations
@@ -83,19 +84,6 @@ class Episode:
     return_: float = 0.0  # scaled, shaped: what PPO maximises
     avg_jct_s: float = 0.0
     conflicts: int = 0
-
-
-def greedy_action(obs: dict[str, np.ndarray]) -> int:
-    """Interference-aware greedy: least predicted interference, then fewest servers and racks,
-    then the tightest fit (the warm-start teacher)."""
-    mask = obs["mask"].astype(bool)
-    n_servers = len(mask) - 1
-    if not mask[:n_servers].any():
-        return n_servers
-    cand = obs["candidate"]
-    score = cand[:, 4] + cand[:, 5] + 2.0 * cand[:, 2] + 4.0 * cand[:, 3] + 0.5 * cand[:, 1]
-    score = np.where(mask[:n_servers], score, np.inf)
-    return int(np.argmin(score))
 
 
 def run_episode(model: ActorCritic | None, core: SchedulingCore, index: tuple[Any, Any], *,

@@ -3,7 +3,8 @@
 `features` turns the cluster and the agents' queues into observations,
 `encoder` is the hierarchical GNN (GPU -> server -> rack -> datacenter) with
 the actor and critic, `interference` the learned co-location slowdown model,
-`placement` picks GPUs around the server an agent chose, and `checkpoint`
+`placement` picks GPUs around the server an agent chose, `anchors` holds the
+fixed placement rules the agents are measured against, and `checkpoint`
 saves and loads trained weights (one ships in ``data/``). Training lives in
 `rackwise.rl`.
 
