@@ -121,12 +121,16 @@ class ClassProfile:
         durations = self.durations[cls]
         return _median(durations) if durations else self.default_duration_s
 
+    def penalty(self, cls: str, level: int) -> float:
+        """Median σ(ℓ+1) − median σ(ℓ) of the class: what taking the next looser level costs."""
+        levels = self.sigmas.get(cls)
+        if not levels or not levels[0]:
+            return 0.0
+        return _median(levels[level + 1]) - _median(levels[level])
+
     def gain_s(self, cls: str, level: int) -> float:
         """Slowdown one job of the class avoids by waiting at ``level``, in seconds."""
-        levels = self.sigmas[cls]
-        if not levels[0]:
-            return 0.0
-        return (_median(levels[level + 1]) - _median(levels[level])) * self.duration_s(cls)
+        return self.penalty(cls, level) * self.duration_s(cls)
 
 
 class TimerTuner:
