@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from policies.delay_helpers import HIGH, LOW, Run, SpanPerf, earlier_dally, job
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.policies.delay import Dally
+from rackwise.policies.delay_tuner import tune_timer
 
 TOY = uniform_cluster(2, gpus_per_node=4, nodes_per_rack=2)
 N0 = (0, 1, 2, 3)
@@ -79,3 +82,25 @@ def test_no_eviction_when_it_does_not_pay_back() -> None:
     perf = SpanPerf({"lm": (0.25, 0.25), "resnet": (0.05, 0.05)}, restore_by_model={"resnet": 1200.0})
     run = Run(TOY, _fragmented(h_gpus=3), _payback(), perf)
     assert run.records["E"].n_preemptions == 0
+
+
+def test_the_tuner_lengthens_a_timer_when_relaxing_lost_more() -> None:
+    """Jobs that gave up the level lost 2,000 s on average, more than the 300 s timer:
+    it jumps to 0.5 x 2,000 s (at least one step up); without losses no rule fires."""
+    quiet = {"queue_trend": 0, "utilisation": 1.0}
+    assert tune_timer(300.0, hindsight_s=[], won_wait_s=[], gain_s=100.0,
+                      relaxed_loss_s=[1000.0, 3000.0], **quiet) == (1000.0, "relaxing-lost-more")
+    assert tune_timer(900.0, hindsight_s=[], won_wait_s=[], gain_s=100.0,
+                      relaxed_loss_s=[1000.0], **quiet) == (1125.0, "relaxing-lost-more")
+    assert tune_timer(300.0, hindsight_s=[], won_wait_s=[], gain_s=100.0, **quiet) == (300.0, None)
+
+
+def test_a_relaxed_job_reports_its_loss_when_it_finishes() -> None:
+    """C (lm, σ 1.0 on the rack) gives up L0 at t=31 and runs 100 s of L0 work on the rack:
+    it lost 100 s, which the tuner keeps as the measured gain of waiting at L0."""
+    perf = SpanPerf({"lm": (1.0, 1.0)})
+    policy = Dally(timer_high_s=(30.0, 30.0), preempt=False, autotune=True, tune_every_s=10_000.0)
+    Run(TWO_RACKS, _blocked("lm"), policy, perf)
+    assert policy.tuner_ is not None
+    assert policy.tuner_.losses[("high", 0)] == [pytest.approx(100.0)]
+    assert policy.tuner_.gain_s("high", 0) == pytest.approx(100.0)

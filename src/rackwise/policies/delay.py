@@ -40,6 +40,7 @@ from rackwise.policies.parts.locality import (
     main_gpu_type,
     place_in_domain,
     placement_level,
+    target_level,
 )
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState
@@ -107,13 +108,19 @@ class Dally(DelayParameters, BasePolicy):
         preempt_med: Also let ``med`` jobs evict ``low`` ones.
         min_run_s: A victim must have run this long since its last start.
         max_preemptions: A job is preempted at most this many times.
-        autotune: Adjust the med/high timers every epoch (see ``delay_tuner``).
+        autotune: Adjust the med/high timers every epoch (see ``delay_tuner``),
+            among other signals from what relaxing cost the jobs that did it
+            once they finish. Off by default: a timer that starts at "never"
+            has nothing to learn from, and from a finite start the first
+            relaxed multi-hour jobs already cost more than the tuner recovers.
         tune_every_s, tune_every_starts: An epoch ends after this much time or
             this many starts, whichever comes first.
         tune_step: Multiplicative step γ of each update.
         tune_hindsight_frac: β: "gave up too early" if a slot came within β·T.
         tune_util_high: Utilisation below which a growing queue shortens timers.
-        max_timer_s: Upper bound of any tuned timer.
+        max_timer_s: Upper bound of any tuned, break-even or own-penalty timer
+            (a week: the tuner must be able to learn that a class should wait for
+            hours; at 4 h it could not).
         seed_timer_s: Value a zero timer is re-seeded to when jobs gave up.
         default_duration_s: Duration estimate of a class before any job of it
             finished (1,144 s, the Philly trace's median).
@@ -149,7 +156,7 @@ class Dally(DelayParameters, BasePolicy):
     tune_step: float = 0.25
     tune_hindsight_frac: float = 0.5
     tune_util_high: float = 0.9
-    max_timer_s: float = 14_400.0
+    max_timer_s: float = 604_800.0
     seed_timer_s: float = 60.0
     default_duration_s: float = 1_144.0
     reconsolidate: bool = False
@@ -182,11 +189,13 @@ class Dally(DelayParameters, BasePolicy):
         self.break_even_ = set(_TIMED) if self.initial_timers == "break-even" else set()
         self.profile_moved_ = False
         self.migrations_: list[Migration] = []
+        # per running job: its class, σ, target level and the level it runs at (for the tuner)
+        self.ran_at_: dict[str, tuple[str, tuple[float, float, float], int, int]] = {}
         self.tuner_: TimerTuner | None = None
         if self.autotune:
             rule = {"step": self.tune_step, "hindsight_frac": self.tune_hindsight_frac,
                     "util_high": self.tune_util_high, "max_timer_s": self.max_timer_s,
-                    "seed_timer_s": self.seed_timer_s}
+                    "seed_timer_s": self.seed_timer_s, "loss_kappa": self.break_even_kappa}
             self.tuner_ = TimerTuner(
                 classes=_TIMED, every_s=self.tune_every_s,
                 every_starts=self.tune_every_starts, default_duration_s=self.default_duration_s,
@@ -231,6 +240,13 @@ class Dally(DelayParameters, BasePolicy):
         cls = self.delay_.on_completion(job)  # tells the tuner, which shares the profile
         if self.tuner_ is None and cls is not None:
             self.profile_.note_finish(cls, job.duration_s)
+        ran = self.ran_at_.pop(job.job_id, None)
+        if self.tuner_ is not None and ran is not None:
+            # what giving up each level cost it, now that its L0 duration is known
+            ran_cls, sigma, target, level = ran
+            for given_up in range(target, level):
+                loss_s = job.duration_s * (sigma[level] - sigma[given_up])
+                self.tuner_.note_relaxed_loss(ran_cls, given_up, loss_s)
         self.profile_moved_ = True
         self.sigma_of_.pop(job.job_id, None)
 
@@ -253,7 +269,21 @@ class Dally(DelayParameters, BasePolicy):
             decisions = self._compact(view, now, decisions)
         if self.reconsolidate:
             decisions = self._reconsolidate(view, now, decisions)
+        if tuner is not None:
+            self._note_levels(view, decisions)
         return decisions
+
+    def _note_levels(self, view: ClusterView, decided: Decisions) -> None:
+        """Remember the level each started job runs at, and the tightest it could have had."""
+        topology = view.topology
+        for start in decided.start:
+            job = (view.pending[start.job_id] if start.job_id in view.pending
+                   else view.running[start.job_id]).job
+            if job.n_gpus <= 1:
+                continue
+            cls = self.delay_.class_of(view, job)
+            self.ran_at_[job.job_id] = (cls, self.sigma(view, job), target_level(topology, job.n_gpus),
+                                        placement_level(topology, start.gpu_ids))
 
     def _left_free(self, view: ClusterView, decided: Decisions) -> TentativeAllocation:
         """GPUs the pass left free, reserved ones excluded."""
