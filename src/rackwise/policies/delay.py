@@ -8,7 +8,9 @@ default, and should not be read as the published algorithm.
 
 On top of the delay-scheduling engine (`parts.delay_scheduling`) each job
 gets a sensitivity class from its slowdown when spread, and the
-class sets its timers and its right to evict less sensitive jobs. Options:
+class sets its timers and its right to evict less sensitive jobs; a job's
+own spread penalty scales its class's timers, and an eviction moves its
+victims onto free GPUs at once and must pay back. Options:
 timers from the break-even rule (wait at most a fraction of what the tighter
 level saves) instead of a fixed table, and re-consolidation (running jobs
 move to a tighter slot when one opens and the move pays back; digest §3.2
@@ -75,16 +77,19 @@ class Dally(DelayParameters, BasePolicy):
         timer_low_s, timer_med_s, timer_high_s: Seconds a job of the class waits
             at L0 and then at L1 before relaxing one level (with
             ``initial_timers="break-even"``, the med/high values hold only
-            until a job of the class has been seen).
+            until a job of the class has been seen). Med and high jobs never
+            relax by default: on a congested network a relaxed multi-hour job
+            loses more than any wait saves (the timer sweep in
+            experiments/delay.yaml).
         initial_timers: ``"table"`` (default): the ``timer_*_s`` values.
             ``"break-even"``: once a med/high job has been classified, its
             class waits T(ℓ) = κ (σ(ℓ+1) − σ(ℓ)) D at level ℓ, σ the class's
             median slowdowns and D its median L0 duration (of finished jobs,
             else ``default_duration_s``), clamped to [0, ``max_timer_s``]; the
             timers track those medians until the tuner takes the class over
-            at its next epoch end. Table is the default because break-even
-            measured no better (docs/policies/delay.md) and the published
-            dally figures use the table.
+            at its next epoch end. Table is the default because break-even,
+            whose D comes from the short jobs that finish first, measured
+            worse (docs/policies/delay.md).
         break_even_kappa: κ, the share of the slowdown a job may spend waiting.
         med_threshold, high_threshold: σ at L2 (slowdown against the tightest
             placement) from which a job is ``med`` or ``high``.
@@ -96,7 +101,9 @@ class Dally(DelayParameters, BasePolicy):
             bound one less (bounded by ``max_timer_s``).
         no_wait_penalty: A job whose own penalty for the next looser level is
             below this does not wait for the tighter one at all.
-        preempt: Evict less sensitive running jobs for a ``high`` job whose timer ran out.
+        preempt: Evict less sensitive running jobs for a ``high`` job whose timer
+            ran out and, with ``preempt_payback``, after each pass for every
+            waiting ``high`` job, on the GPUs the pass left free.
         preempt_payback: Evict only victims that restart at once on GPUs left
             free elsewhere, and only when the pay-back test holds: the job's
             spread penalty x its expected work (the larger of its run time so
