@@ -117,9 +117,9 @@ class Dally(DelayParameters, BasePolicy):
         max_preemptions: A job is preempted at most this many times.
         autotune: Adjust the med/high timers every epoch (see ``delay_tuner``),
             among other signals from what relaxing cost the jobs that did it
-            once they finish. Off by default: a timer that starts at "never"
-            has nothing to learn from, and from a finite start the first
-            relaxed multi-hour jobs already cost more than the tuner recovers.
+            once they finish. A timer at "never" that a rule shortens drops to
+            ``max_timer_s`` first; from a short start the first relaxed
+            multi-hour jobs already cost more than the tuner later recovers.
         tune_every_s, tune_every_starts: An epoch ends after this much time or
             this many starts, whichever comes first.
         tune_step: Multiplicative step γ of each update.
@@ -157,7 +157,7 @@ class Dally(DelayParameters, BasePolicy):
     preempt_med: bool = False
     min_run_s: float = 600.0
     max_preemptions: int = 2
-    autotune: bool = False
+    autotune: bool = True
     tune_every_s: float = 3_600.0
     tune_every_starts: int = 50
     tune_step: float = 0.25
