@@ -82,3 +82,17 @@ class Run:
     def start(self, job_id: str) -> tuple[float, tuple[int, ...]]:
         """(time, GPUs) of the job's first start."""
         return self.placements[job_id][0]
+
+
+# The configuration these tests were written for: fixed 300 s / 1,800 s timers for
+# med / high jobs, the tuner on, victims sent back to the queue, class timers as they are.
+EARLIER_DALLY: dict[str, object] = {
+    "timer_med_s": (300.0, 300.0), "timer_high_s": (1_800.0, 1_800.0), "autotune": True,
+    "preempt_payback": False, "own_penalty_timers": False}
+
+
+def earlier_dally(**params: object) -> Policy:
+    """`Dally` in the `EARLIER_DALLY` configuration, with ``params`` on top."""
+    from rackwise.policies.delay import Dally
+
+    return Dally(**{**EARLIER_DALLY, **params})  # type: ignore[arg-type]

@@ -15,7 +15,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from policies.delay_helpers import HIGH, LOW, MED, Run, SpanPerf, job
+from policies.delay_helpers import HIGH, LOW, MED, Run, SpanPerf, earlier_dally, job
 from rackwise.cluster.allocation import Allocation
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.engine.view import ClusterView
@@ -109,7 +109,7 @@ def test_sigma_and_classes_come_from_the_perf_model() -> None:
     two_racks = uniform_cluster(4, gpus_per_node=4, nodes_per_rack=2)
     perf = SpanPerf({"lm": (0.4, 0.9), "bert": (0.1, 0.3), "resnet": (0.05, 0.1)})
     perf.prepare([], two_racks, np.random.default_rng(0))
-    policy = Dally()
+    policy = earlier_dally()
     view = _view(two_racks, perf)
     policy.reset(view, np.random.default_rng(0))
     assert policy.sigma(view, job("x", 0, 4, 10, model="lm")) == pytest.approx((0.0, 0.4, 0.9))
@@ -128,7 +128,7 @@ def test_sigma_and_classes_come_from_the_perf_model() -> None:
 
 
 def test_sigma_falls_back_on_comm_sensitivity_when_rates_are_equal() -> None:
-    policy = Dally()
+    policy = earlier_dally()
     view = _view(TOY, IdealPerf())
     policy.reset(view, np.random.default_rng(0))
     assert policy.sigma(view, job("x", 0, 4, 10, 0.6)) == pytest.approx((0.0, 0.3, 0.6))
@@ -208,7 +208,7 @@ def test_timer_deadline_is_an_engine_event() -> None:
 def test_jobs_bigger_than_a_rack_start_at_cluster_level_at_once() -> None:
     """§7.11: 12 GPUs on 2 racks x 1 node x 8 GPUs: L2 at t=0, whatever the class."""
     cluster = uniform_cluster(2, gpus_per_node=8, nodes_per_rack=1)
-    run = Run(cluster, [job("J", 0, 12, 100, HIGH)], Dally())
+    run = Run(cluster, [job("J", 0, 12, 100, HIGH)], earlier_dally())
     assert run.start("J")[0] == 0.0
     assert run.records["J"].n_racks == 2
 
@@ -237,7 +237,7 @@ def _preempt_case(f_submit: float, e_sens: float = LOW) -> list:
 def test_preemption_frees_a_node_and_the_victim_pays_the_restore() -> None:
     """§7.12 with a 45 s restore: E is evicted at 730, resumes at 1730, restores 45 s."""
     perf = SpanPerf({"lm": (1.0, 1.0), "resnet": (0.05, 0.05)}, restore_s=45.0)
-    policy = Dally(timer_high_s=(30.0, 30.0), autotune=False)
+    policy = earlier_dally(timer_high_s=(30.0, 30.0), autotune=False)
     run = Run(TOY, _preempt_case(700), policy, perf)
     assert run.start("F") == (730.0, N0)
     assert run.placements["E"] == [(0.0, (0, 1)), (1730.0, (0, 1))]
@@ -249,13 +249,13 @@ def test_preemption_frees_a_node_and_the_victim_pays_the_restore() -> None:
 
 def test_preemption_respects_min_run_time() -> None:
     """§7.13: F at t=100 meets E after 130 s < 600 s of run: no preemption, F waits."""
-    run = Run(TOY, _preempt_case(100), Dally(timer_high_s=(30.0, 30.0), autotune=False))
+    run = Run(TOY, _preempt_case(100), earlier_dally(timer_high_s=(30.0, 30.0), autotune=False))
     assert run.records["E"].n_preemptions == 0
     assert run.start("F") == (2000.0, N0)
 
 
 def test_a_high_job_is_never_a_victim() -> None:
-    run = Run(TOY, _preempt_case(700, e_sens=HIGH), Dally(timer_high_s=(30.0, 30.0), autotune=False))
+    run = Run(TOY, _preempt_case(700, e_sens=HIGH), earlier_dally(timer_high_s=(30.0, 30.0), autotune=False))
     assert run.records["E"].n_preemptions == 0
     assert run.start("F") == (2000.0, N0)
 
@@ -263,7 +263,7 @@ def test_a_high_job_is_never_a_victim() -> None:
 @pytest.mark.parametrize("preempt_med", [False, True])
 def test_med_jobs_evict_low_ones_only_when_asked(preempt_med: bool) -> None:
     jobs = [job("E", 0, 2, 2000, LOW), job("H", 0, 4, 10_000, HIGH), job("F", 700, 4, 1000, MED)]
-    policy = Dally(timer_med_s=(30.0, 30.0), autotune=False, preempt_med=preempt_med)
+    policy = earlier_dally(timer_med_s=(30.0, 30.0), autotune=False, preempt_med=preempt_med)
     run = Run(TOY, jobs, policy)
     assert run.start("F") == ((730.0, N0) if preempt_med else (2000.0, N0))
     assert run.records["E"].n_preemptions == int(preempt_med)
@@ -274,7 +274,7 @@ def test_a_third_preemption_is_refused() -> None:
     cluster = uniform_cluster(1, gpus_per_node=4)
     jobs = [job("E", 0, 2, 3000, LOW), job("F1", 700, 4, 100, HIGH),
             job("F2", 1500, 4, 100, HIGH), job("F3", 2300, 4, 100, HIGH)]
-    run = Run(cluster, jobs, Dally(timer_high_s=(30.0, 30.0), autotune=False))
+    run = Run(cluster, jobs, earlier_dally(timer_high_s=(30.0, 30.0), autotune=False))
     assert run.start("F1")[0] == 730.0 and run.start("F2")[0] == 1530.0
     e = run.records["E"]
     assert e.n_preemptions == 2 and e.overhead_s == pytest.approx(60.0)
@@ -288,7 +288,7 @@ def test_victims_minimise_lost_gpu_seconds() -> None:
     perf = SpanPerf({"lm": (1.0, 1.0)}, restore_by_model={"v": 100.0, "w": 30.0})
     jobs = [job("V", 0, 2, 5000, model="v"), job("W", 0, 3, 5000, model="w"),
             job("R", 700, 4, 100, HIGH, "lm")]
-    run = Run(TOY, jobs, Dally(timer_high_s=(30.0, 30.0), autotune=False), perf)
+    run = Run(TOY, jobs, earlier_dally(timer_high_s=(30.0, 30.0), autotune=False), perf)
     assert run.start("V")[1] == (0, 1) and run.start("W")[1] == (4, 5, 6)
     assert run.start("R") == (730.0, N1)
     assert run.records["W"].n_preemptions == 1 and run.records["V"].n_preemptions == 0
@@ -349,7 +349,7 @@ def _fragmented_queue() -> list:
 
 
 def test_tuner_shortens_timers_while_the_queue_grows_beside_idle_gpus() -> None:
-    policy = Dally(preempt=False, tune_every_s=100.0)
+    policy = earlier_dally(preempt=False, tune_every_s=100.0)
     run = Run(TOY, _fragmented_queue(), policy)
     reason = "queue-grows-with-idle-gpus"
     assert policy.timer_log[:4] == [
@@ -365,7 +365,7 @@ def test_tuner_shortens_timers_while_the_queue_grows_beside_idle_gpus() -> None:
 
 
 def test_without_autotune_timers_stay_fixed() -> None:
-    policy = Dally(preempt=False, autotune=False, tune_every_s=100.0)
+    policy = earlier_dally(preempt=False, autotune=False, tune_every_s=100.0)
     run = Run(TOY, _fragmented_queue(), policy)
     assert policy.timer_log == []
     assert policy.delay.timers == {"low": [0.0, 0.0], "med": [300.0, 300.0], "high": [1800.0, 1800.0]}
@@ -392,7 +392,7 @@ def test_same_inputs_same_records_and_pickles_mid_run() -> None:
                 float(rng.integers(50, 3000)), model=str(rng.choice(["lm", "bert", "cnn"])))
             for i in range(40)]
     cluster = uniform_cluster(4, gpus_per_node=4, nodes_per_rack=2)
-    policy = Dally(tune_every_s=600.0, timer_high_s=(300.0, 300.0))
+    policy = earlier_dally(tune_every_s=600.0, timer_high_s=(300.0, 300.0))
     first = Run(cluster, jobs, policy, SpanPerf(perf_models))
     second = Run(cluster, jobs, replace(policy), SpanPerf(perf_models))
     assert first.records == second.records

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from policies.delay_helpers import MED, Run, SpanPerf, job
+from policies.delay_helpers import MED, Run, SpanPerf, earlier_dally, job
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.errors import InputError
 from rackwise.policies.delay import Dally
@@ -22,7 +22,7 @@ TWO_RACKS = uniform_cluster(4, gpus_per_node=4, nodes_per_rack=2)
 
 
 def break_even(**params: object) -> Dally:
-    return Dally(initial_timers="break-even", preempt=False, autotune=False, **params)
+    return earlier_dally(initial_timers="break-even", preempt=False, autotune=False, **params)
 
 
 def test_break_even_timer_is_kappa_times_the_gain_clamped() -> None:
@@ -78,7 +78,7 @@ def test_a_job_waits_its_break_even_time_before_spreading(initial_timers: str, w
     Break-even: T(L0) = 0.5 x 0.5 x 1,144 = 286 s, where the table says 1,800 s.
     """
     perf = SpanPerf({"lm": (0.5, 0.5)})
-    policy = Dally(initial_timers=initial_timers, preempt=False, autotune=False)
+    policy = earlier_dally(initial_timers=initial_timers, preempt=False, autotune=False)
     run = Run(TOY, _blocked_c(1.0), policy, perf)
     assert run.start("C") == (pytest.approx(1.0 + wait_s), (2, 3, 6, 7))
 
@@ -110,7 +110,7 @@ def test_the_tuner_starts_from_the_break_even_timers() -> None:
     """
     jobs = [job("A", 0, 3, 1000), job("B", 0, 3, 1000), job("M1", 10, 2, 100, MED),
             job("M2", 20, 2, 100, MED), job("M3", 30, 2, 100, MED)]
-    policy = Dally(initial_timers="break-even", preempt=False, tune_every_s=100.0)
+    policy = earlier_dally(initial_timers="break-even", preempt=False, tune_every_s=100.0)
     run = Run(TOY, jobs, policy)
     assert run.start("M1") == (pytest.approx(10.0 + 85.8), (3, 7))
     [update] = policy.timer_log
@@ -126,9 +126,9 @@ def test_break_even_runs_repeat() -> None:
     perf_models = {"lm": (0.6, 1.2), "bert": (0.2, 0.35)}
     jobs = [job(f"j{i:02d}", 37.0 * i % 3000, (1, 2, 4, 6, 8)[i % 5], 50.0 + 97.0 * i % 2900,
                 model=("lm", "bert", "cnn")[i % 3]) for i in range(40)]
-    policy = Dally(initial_timers="break-even", tune_every_s=600.0)
+    policy = earlier_dally(initial_timers="break-even", tune_every_s=600.0)
     first = Run(TWO_RACKS, jobs, policy, SpanPerf(perf_models))
-    second = Run(TWO_RACKS, jobs, Dally(initial_timers="break-even", tune_every_s=600.0),
+    second = Run(TWO_RACKS, jobs, earlier_dally(initial_timers="break-even", tune_every_s=600.0),
                  SpanPerf(perf_models))
     assert first.records == second.records
 

@@ -8,7 +8,9 @@ default, and should not be read as the published algorithm.
 
 On top of the delay-scheduling engine (`parts.delay_scheduling`) each job
 gets a sensitivity class from its slowdown when spread, and the
-class sets its timers and its right to evict less sensitive jobs. Options:
+class sets its timers and its right to evict less sensitive jobs; a job's
+own spread penalty scales its class's timers, and an eviction moves its
+victims onto free GPUs at once and must pay back. Options:
 timers from the break-even rule (wait at most a fraction of what the tighter
 level saves) instead of a fixed table, and re-consolidation (running jobs
 move to a tighter slot when one opens and the move pays back; digest §3.2
@@ -32,6 +34,7 @@ from rackwise.policies.parts.delay_scheduling import DelayParameters, DelaySched
 from rackwise.policies.parts.locality import (
     L0,
     L1,
+    L2,
     SigmaEstimator,
     best_placement,
     cheapest_clearing,
@@ -39,6 +42,7 @@ from rackwise.policies.parts.locality import (
     main_gpu_type,
     place_in_domain,
     placement_level,
+    target_level,
 )
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState
@@ -73,32 +77,57 @@ class Dally(DelayParameters, BasePolicy):
         timer_low_s, timer_med_s, timer_high_s: Seconds a job of the class waits
             at L0 and then at L1 before relaxing one level (with
             ``initial_timers="break-even"``, the med/high values hold only
-            until a job of the class has been seen).
+            until a job of the class has been seen). Med and high jobs never
+            relax by default: on a congested network a relaxed multi-hour job
+            loses more than any wait saves (the timer sweep in
+            experiments/delay.yaml).
         initial_timers: ``"table"`` (default): the ``timer_*_s`` values.
             ``"break-even"``: once a med/high job has been classified, its
             class waits T(ℓ) = κ (σ(ℓ+1) − σ(ℓ)) D at level ℓ, σ the class's
             median slowdowns and D its median L0 duration (of finished jobs,
             else ``default_duration_s``), clamped to [0, ``max_timer_s``]; the
             timers track those medians until the tuner takes the class over
-            at its next epoch end. Table is the default because break-even
-            measured no better (docs/policies/delay.md) and the published
-            dally figures use the table.
+            at its next epoch end. Table is the default because break-even,
+            whose D comes from the short jobs that finish first, measured
+            worse (docs/policies/delay.md).
         break_even_kappa: κ, the share of the slowdown a job may spend waiting.
         med_threshold, high_threshold: σ at L2 (slowdown against the tightest
             placement) from which a job is ``med`` or ``high``.
         fallback_l1_frac: When the perf model's rates carry no information,
             σ(L2) is ``job.comm_sensitivity`` and σ(L1) this fraction of it.
-        preempt: Evict less sensitive running jobs for a ``high`` job whose timer ran out.
+        own_penalty_timers: Scale each job's class timer at a level by its own
+            spread penalty there (σ(ℓ+1) − σ(ℓ)) over its class's median one, so a
+            heavily network-bound job waits longer than its class and a barely
+            bound one less (bounded by ``max_timer_s``).
+        no_wait_penalty: A job whose own penalty for the next looser level is
+            below this does not wait for the tighter one at all.
+        preempt: Evict less sensitive running jobs for a ``high`` job whose timer
+            ran out and, with ``preempt_payback``, after each pass for every
+            waiting ``high`` job, on the GPUs the pass left free.
+        preempt_payback: Evict only victims that restart at once on GPUs left
+            free elsewhere, and only when the pay-back test holds: the job's
+            spread penalty x its expected work (the larger of its run time so
+            far and its class's median duration) x its GPUs exceeds the
+            victims' restart time plus their own slowdown on their new GPUs x
+            their expected remaining work (their run time so far), x their GPUs.
+            Off: the older rule, which lets victims wait in the queue and reads
+            their remaining work (an oracle).
         preempt_med: Also let ``med`` jobs evict ``low`` ones.
         min_run_s: A victim must have run this long since its last start.
         max_preemptions: A job is preempted at most this many times.
-        autotune: Adjust the med/high timers every epoch (see ``delay_tuner``).
+        autotune: Adjust the med/high timers every epoch (see ``delay_tuner``),
+            among other signals from what relaxing cost the jobs that did it
+            once they finish. A timer at "never" that a rule shortens drops to
+            ``max_timer_s`` first; from a short start the first relaxed
+            multi-hour jobs already cost more than the tuner later recovers.
         tune_every_s, tune_every_starts: An epoch ends after this much time or
             this many starts, whichever comes first.
         tune_step: Multiplicative step γ of each update.
         tune_hindsight_frac: β: "gave up too early" if a slot came within β·T.
         tune_util_high: Utilisation below which a growing queue shortens timers.
-        max_timer_s: Upper bound of any tuned timer.
+        max_timer_s: Upper bound of any tuned, break-even or own-penalty timer
+            (a week: the tuner must be able to learn that a class should wait for
+            hours; at 4 h it could not).
         seed_timer_s: Value a zero timer is re-seeded to when jobs gave up.
         default_duration_s: Duration estimate of a class before any job of it
             finished (1,144 s, the Philly trace's median).
@@ -114,14 +143,17 @@ class Dally(DelayParameters, BasePolicy):
     name: ClassVar[str] = "dally"
     preempts: ClassVar[bool] = True
     timer_low_s: tuple[float, float] = (0.0, 0.0)
-    timer_med_s: tuple[float, float] = (300.0, 300.0)
-    timer_high_s: tuple[float, float] = (1_800.0, 1_800.0)
+    timer_med_s: tuple[float, float] = (math.inf, math.inf)
+    timer_high_s: tuple[float, float] = (math.inf, math.inf)
     initial_timers: Literal["break-even", "table"] = "table"
     break_even_kappa: float = 0.5
     med_threshold: float = 0.2
     high_threshold: float = 0.5
     fallback_l1_frac: float = 0.5
+    own_penalty_timers: bool = True
+    no_wait_penalty: float = 0.1
     preempt: bool = True
+    preempt_payback: bool = True
     preempt_med: bool = False
     min_run_s: float = 600.0
     max_preemptions: int = 2
@@ -131,7 +163,7 @@ class Dally(DelayParameters, BasePolicy):
     tune_step: float = 0.25
     tune_hindsight_frac: float = 0.5
     tune_util_high: float = 0.9
-    max_timer_s: float = 14_400.0
+    max_timer_s: float = 604_800.0
     seed_timer_s: float = 60.0
     default_duration_s: float = 1_144.0
     reconsolidate: bool = False
@@ -164,18 +196,22 @@ class Dally(DelayParameters, BasePolicy):
         self.break_even_ = set(_TIMED) if self.initial_timers == "break-even" else set()
         self.profile_moved_ = False
         self.migrations_: list[Migration] = []
+        # per running job: its class, σ, target level and the level it runs at (for the tuner)
+        self.ran_at_: dict[str, tuple[str, tuple[float, float, float], int, int]] = {}
         self.tuner_: TimerTuner | None = None
         if self.autotune:
             rule = {"step": self.tune_step, "hindsight_frac": self.tune_hindsight_frac,
                     "util_high": self.tune_util_high, "max_timer_s": self.max_timer_s,
-                    "seed_timer_s": self.seed_timer_s}
+                    "seed_timer_s": self.seed_timer_s, "loss_kappa": self.break_even_kappa}
             self.tuner_ = TimerTuner(
                 classes=_TIMED, every_s=self.tune_every_s,
                 every_starts=self.tune_every_starts, default_duration_s=self.default_duration_s,
                 n_gpus=view.topology.n_gpus, rule=rule, profile=self.profile_)
         self.delay_ = DelayScheduling(self, self.timer_table(), classify=self.classify,
                                       evict=self._evict if self.preempt else None,
-                                      tuner=self.tuner_)
+                                      tuner=self.tuner_,
+                                      scale=self._own_scale if self.own_penalty_timers else None,
+                                      max_timer_s=self.max_timer_s)
 
     def sigma(self, view: ClusterView, job: Job) -> tuple[float, float, float]:
         """σ at L0, L1 and L2 for the job, from the perf model or its comm_sensitivity."""
@@ -191,6 +227,19 @@ class Dally(DelayParameters, BasePolicy):
         self.profile_moved_ = True
         return cls
 
+    def _own_scale(self, view: ClusterView, job: Job, cls: str) -> tuple[float, float]:
+        """The job's own spread penalty at L0 and L1 over its class's median one (0: no wait)."""
+        if cls not in _TIMED:
+            return 1.0, 1.0
+        sigma = self.sigma(view, job)
+        factors = []
+        for level in (L0, L1):
+            own = sigma[level + 1] - sigma[level]
+            typical = self.profile_.penalty(cls, level)
+            factors.append(0.0 if own < self.no_wait_penalty else
+                           own / typical if typical > 0.0 else 1.0)
+        return factors[0], factors[1]
+
     def on_arrival(self, job: Job, now: float) -> None:
         self.delay_.on_arrival(job)
 
@@ -198,6 +247,13 @@ class Dally(DelayParameters, BasePolicy):
         cls = self.delay_.on_completion(job)  # tells the tuner, which shares the profile
         if self.tuner_ is None and cls is not None:
             self.profile_.note_finish(cls, job.duration_s)
+        ran = self.ran_at_.pop(job.job_id, None)
+        if self.tuner_ is not None and ran is not None:
+            # what giving up each level cost it, now that its L0 duration is known
+            ran_cls, sigma, target, level = ran
+            for given_up in range(target, level):
+                loss_s = job.duration_s * (sigma[level] - sigma[given_up])
+                self.tuner_.note_relaxed_loss(ran_cls, given_up, loss_s)
         self.profile_moved_ = True
         self.sigma_of_.pop(job.job_id, None)
 
@@ -216,9 +272,70 @@ class Dally(DelayParameters, BasePolicy):
         if tuner is not None and tuner.n_epochs > epochs:
             # an epoch ended: from here the tuner moves the timers of every class it has seen
             self.break_even_ -= {c for c in _TIMED if self.profile_.seen(c)}
+        if self.preempt and self.preempt_payback:
+            decisions = self._compact(view, now, decisions)
         if self.reconsolidate:
             decisions = self._reconsolidate(view, now, decisions)
+        if tuner is not None:
+            self._note_levels(view, decisions)
         return decisions
+
+    def _note_levels(self, view: ClusterView, decided: Decisions) -> None:
+        """Remember the level each started job runs at, and the tightest it could have had."""
+        topology = view.topology
+        for start in decided.start:
+            job = (view.pending[start.job_id] if start.job_id in view.pending
+                   else view.running[start.job_id]).job
+            if job.n_gpus <= 1:
+                continue
+            cls = self.delay_.class_of(view, job)
+            self.ran_at_[job.job_id] = (cls, self.sigma(view, job), target_level(topology, job.n_gpus),
+                                        placement_level(topology, start.gpu_ids))
+
+    def _left_free(self, view: ClusterView, decided: Decisions) -> TentativeAllocation:
+        """GPUs the pass left free, reserved ones excluded."""
+        free = view.tentative()
+        for job_id in decided.preempt:
+            free.give(view.running[job_id].gpu_ids)
+        for start in decided.start:
+            free.take(start.gpu_ids)
+        for wait in self.delay_.waits.values():
+            if wait.reserved is not None:
+                free.take([g for g in domain_gpu_ids(view.topology, wait.target, wait.reserved)
+                           if free.is_free(g)])
+        return free
+
+    def _compact(self, view: ClusterView, now: float, decided: Decisions) -> Decisions:
+        """After the pass, clear a slot at its allowed level for waiting sensitive jobs, in
+        queue order, by moving less sensitive running jobs onto GPUs the pass left free.
+
+        Only GPUs nobody in the queue took are used, so no job is passed over;
+        each clearing must pass the pay-back test (`_evict_if_it_pays`).
+        """
+        free = self._left_free(view, decided)
+        if free.n_free == 0:
+            return decided
+        victims: list[str] = list(decided.preempt)
+        restarts: list[Start] = []
+        starts: list[Start] = []
+        for job_id in self.delay_.waiting_in_order(view, now):
+            if free.n_free == 0:
+                break
+            wait = self.delay_.waits[job_id]
+            if wait.allowed >= L2:  # nothing to clear: any free GPUs would do
+                continue
+            state = view.pending[job_id]
+            gpus = self._evict(view, free, state, wait, now, victims, restarts)
+            if gpus is None:
+                continue
+            free.take(gpus)
+            starts.append(Start(job_id, gpus))
+            self.delay_.started_outside(job_id)
+        if not starts:
+            return decided
+        return Decisions(start=decided.start + tuple(starts) + tuple(restarts),
+                         preempt=tuple(victims), wake_at=decided.wake_at,
+                         unplaced=decided.unplaced)
 
     def _set_break_even_timers(self) -> None:
         """Break-even timers for the classes that follow them and have a profile."""
@@ -235,15 +352,7 @@ class Dally(DelayParameters, BasePolicy):
         waiting job always goes before a move. Jobs that gain the most move
         first; a job may reuse its own GPUs in its new placement.
         """
-        free = view.tentative()
-        for job_id in decided.preempt:
-            free.give(view.running[job_id].gpu_ids)
-        for start in decided.start:
-            free.take(start.gpu_ids)
-        for wait in self.delay_.waits.values():
-            if wait.reserved is not None:
-                free.take([g for g in domain_gpu_ids(view.topology, wait.target, wait.reserved)
-                           if free.is_free(g)])
+        free = self._left_free(view, decided)
         if free.n_free == 0:
             return decided
         evicted = set(decided.preempt)
@@ -278,7 +387,8 @@ class Dally(DelayParameters, BasePolicy):
                          wake_at=wake_at if wake_at < math.inf else None, unplaced=decided.unplaced)
 
     def _evict(self, view: ClusterView, free: TentativeAllocation, state: JobState,
-               wait: WaitState, now: float, victims: list[str]) -> tuple[int, ...] | None:
+               wait: WaitState, now: float, victims: list[str],
+               restarts: list[Start]) -> tuple[int, ...] | None:
         """The engine's `Evict`: the cheapest less sensitive jobs to clear a slot at the allowed level."""
         rank = _RANK[wait.cls]
         if not (rank == 2 or (rank == 1 and self.preempt_med)):
@@ -292,10 +402,57 @@ class Dally(DelayParameters, BasePolicy):
         best = cheapest_clearing(free, level, n_gpus, holders)
         if best is None:
             return None
-        for job_id in best[1]:
-            free.give(view.running[job_id].gpu_ids)
-            victims.append(job_id)
-        return place_in_domain(free, n_gpus, level, best[2])
+        if not self.preempt_payback:
+            for job_id in best[1]:
+                free.give(view.running[job_id].gpu_ids)
+                victims.append(job_id)
+            return place_in_domain(free, n_gpus, level, best[2])
+        return self._evict_if_it_pays(view, free, state, wait, now, best[1], best[2],
+                                      victims, restarts)
+
+    def _evict_if_it_pays(self, view: ClusterView, free: TentativeAllocation, state: JobState,
+                          wait: WaitState, now: float, chosen: tuple[str, ...], domain: int,
+                          victims: list[str], restarts: list[Start]) -> tuple[int, ...] | None:
+        """Clear ``domain`` by moving ``chosen`` to GPUs free elsewhere, if the pay-back test holds.
+
+        ``free`` is left as it was unless the eviction goes ahead.
+        """
+        level, n_gpus = wait.allowed, state.job.n_gpus
+        held = [view.running[job_id].gpu_ids for job_id in chosen]
+        for gpu_ids in held:
+            free.give(gpu_ids)
+        gpus = place_in_domain(free, n_gpus, level, domain)
+        taken: list[tuple[int, ...]] = []
+        cost_gpu_s = 0.0
+        if gpus is not None:
+            free.take(gpus)
+            taken.append(gpus)
+            for job_id in chosen:
+                other = view.running[job_id]
+                to = best_placement(free, other.n_gpus, L2)
+                if to is None:  # it would wait in the queue: a cost this test cannot bound
+                    cost_gpu_s = math.inf
+                    break
+                free.take(to)
+                taken.append(to)
+                rate_old, rate_new = view.rate_on(other, other.gpu_ids), view.rate_on(other, to)
+                slowdown = max(0.0, rate_old / rate_new - 1.0) if rate_new > 0.0 else math.inf
+                # expected remaining work: its run so far (no oracle on what is left)
+                cost_gpu_s += other.n_gpus * (view.perf.restart_overhead_s(other.job)
+                                              + slowdown * other.executed_time_s(now))
+        sigma = self.sigma(view, state.job)
+        work_s = max(state.executed_time_s(now), self.profile_.duration_s(wait.cls))
+        gain_gpu_s = n_gpus * (sigma[level + 1] - sigma[level]) * work_s
+        if gpus is None or not gain_gpu_s > cost_gpu_s:
+            for gpu_ids in reversed(taken):
+                free.give(gpu_ids)
+            for gpu_ids in held:
+                free.take(gpu_ids)
+            return None
+        victims.extend(chosen)
+        restarts.extend(Start(job_id, to) for job_id, to in zip(chosen, taken[1:], strict=True))
+        free.give(gpus)  # the engine takes the requester's GPUs itself
+        return gpus
 
     def _move(self, view: ClusterView, free: TentativeAllocation, state: JobState,
               now: float) -> tuple[Migration, tuple[int, ...]] | None:
@@ -327,5 +484,6 @@ class Dally(DelayParameters, BasePolicy):
         return (_RANK[self.delay_.class_of(view, other.job)] < rank
                 and now - other.run_start >= self.min_run_s
                 and other.n_preemptions < self.max_preemptions
-                and other.finish_eta() - now > view.perf.restart_overhead_s(other.job))
+                and (self.preempt_payback  # the pay-back test reads no remaining work
+                     or other.finish_eta() - now > view.perf.restart_overhead_s(other.job)))
 

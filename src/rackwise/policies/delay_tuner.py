@@ -55,17 +55,24 @@ def break_even_timer(gain_s: float, *, kappa: float = 0.5, max_timer_s: float = 
 def tune_timer(timer_s: float, *, hindsight_s: Sequence[float], won_wait_s: Sequence[float],
                gain_s: float, queue_trend: int, utilisation: float, step: float = 0.25,
                hindsight_frac: float = 0.5, util_high: float = 0.9,
-               max_timer_s: float = 14_400.0, seed_timer_s: float = 60.0) -> tuple[float, str | None]:
+               max_timer_s: float = 14_400.0, seed_timer_s: float = 60.0,
+               relaxed_loss_s: Sequence[float] = (), loss_kappa: float = 0.5,
+               ) -> tuple[float, str | None]:
     """One epoch's update of one timer: the new value and why (None: no rule fired).
 
-    Rules, first match wins: jobs gave up just too early (a slot came within
-    ``hindsight_frac`` of the timer and sooner than the gain) -> longer;
-    won waits cost more than they gain -> shorter; the queue grew while GPUs
-    sat idle -> shorter. The result is clamped to [0, max_timer_s]; a timer
-    at 0 whose jobs gave up is re-seeded so it can grow again.
+    Rules, first match wins: jobs that gave up the level and finished lost
+    more running looser than ``timer_s`` (their mean measured loss) -> up to
+    ``loss_kappa`` x that loss at once, and at least one step longer; jobs
+    gave up just too early (a slot came within ``hindsight_frac`` of the
+    timer and sooner than the gain) -> longer; won waits cost more than they
+    gain -> shorter; the queue grew while GPUs sat idle -> shorter. The
+    result is clamped to [0, max_timer_s]; a timer at 0 whose jobs gave up
+    is re-seeded so it can grow again.
     """
     new, reason = timer_s, None
-    if hindsight_s and (h := statistics.median(hindsight_s)) <= hindsight_frac * timer_s and h < gain_s:
+    if relaxed_loss_s and (loss := statistics.fmean(relaxed_loss_s)) > timer_s:
+        new, reason = max(timer_s * (1.0 + step), loss_kappa * loss), "relaxing-lost-more"
+    elif hindsight_s and (h := statistics.median(hindsight_s)) <= hindsight_frac * timer_s and h < gain_s:
         new, reason = timer_s * (1.0 + step), "gave-up-too-early"
     elif won_wait_s and statistics.fmean(won_wait_s) > gain_s:
         new, reason = timer_s * (1.0 - step), "wait-costs-more-than-gain"
@@ -121,12 +128,16 @@ class ClassProfile:
         durations = self.durations[cls]
         return _median(durations) if durations else self.default_duration_s
 
+    def penalty(self, cls: str, level: int) -> float:
+        """Median σ(ℓ+1) − median σ(ℓ) of the class: what taking the next looser level costs."""
+        levels = self.sigmas.get(cls)
+        if not levels or not levels[0]:
+            return 0.0
+        return _median(levels[level + 1]) - _median(levels[level])
+
     def gain_s(self, cls: str, level: int) -> float:
         """Slowdown one job of the class avoids by waiting at ``level``, in seconds."""
-        levels = self.sigmas[cls]
-        if not levels[0]:
-            return 0.0
-        return (_median(levels[level + 1]) - _median(levels[level])) * self.duration_s(cls)
+        return self.penalty(cls, level) * self.duration_s(cls)
 
 
 class TimerTuner:
@@ -156,6 +167,9 @@ class TimerTuner:
         self.n_epochs = 0  # epochs ended so far
         # (n_gpus, level, relaxed_at, class) of jobs that gave up, until a slot appears
         self.watchers: list[tuple[int, int, float, str]] = []
+        # measured losses of finished jobs that gave up each (class, level), over the run
+        self.losses: dict[tuple[str, int], list[float]] = {
+            (c, level): [] for c in classes for level in (L0, L1)}
         self.epoch_start: float | None = None
         self.queue_at_start = 0
         self.last_time: float | None = None
@@ -168,6 +182,7 @@ class TimerTuner:
         keys = [(c, level) for c in self.classes for level in (L0, L1)]
         self.hindsight: dict[tuple[str, int], list[float]] = {k: [] for k in keys}
         self.won: dict[tuple[str, int], list[float]] = {k: [] for k in keys}
+        self.epoch_losses: dict[tuple[str, int], list[float]] = {k: [] for k in keys}
 
     # ------------------------------------------------------------------ signals
     def tuned(self, cls: str) -> bool:
@@ -178,6 +193,12 @@ class TimerTuner:
 
     def note_finish(self, cls: str, duration_s: float) -> None:
         self.profile.note_finish(cls, duration_s)
+
+    def note_relaxed_loss(self, cls: str, level: int, loss_s: float) -> None:
+        """A job that gave up ``level`` finished; running looser cost it ``loss_s`` seconds."""
+        if cls in self.classes:
+            self.losses[(cls, level)].append(loss_s)
+            self.epoch_losses[(cls, level)].append(loss_s)
 
     def note_relax(self, cls: str, level: int, n_gpus: int, now: float) -> None:
         if cls in self.classes:
@@ -229,8 +250,11 @@ class TimerTuner:
         return None if self.epoch_start is None else self.epoch_start + self.every_s
 
     def gain_s(self, cls: str, level: int) -> float:
-        """Slowdown one job of the class avoids by waiting at ``level``, in seconds."""
-        return self.profile.gain_s(cls, level)
+        """Slowdown one job of the class avoids by waiting at ``level``, in seconds: the
+        profile's estimate, or the mean measured loss of the jobs that gave it up if larger."""
+        losses = self.losses[(cls, level)]
+        measured = statistics.fmean(losses) if losses else 0.0
+        return max(self.profile.gain_s(cls, level), measured)
 
     def tune(self, now: float, timers: dict[str, list[float]], queue_len: int) -> None:
         """End the epoch: update the timers in place and log each change."""
@@ -245,7 +269,7 @@ class TimerTuner:
                 new, reason = tune_timer(
                     old, hindsight_s=self.hindsight[(cls, level)], won_wait_s=self.won[(cls, level)],
                     gain_s=self.gain_s(cls, level), queue_trend=trend, utilisation=utilisation,
-                    **self.rule)
+                    relaxed_loss_s=self.epoch_losses[(cls, level)], **self.rule)
                 if reason is not None:
                     timers[cls][level] = new
                     self.log.append(TimerUpdate(now, cls, level, old, new, reason))

@@ -66,16 +66,23 @@ class WaitState:
     since: float  # when `allowed` was last set
     cls: str
     reserved: int | None = None  # node (target L0) or rack (target L1) held for it
+    scale: tuple[float, float] = (1.0, 1.0)  # its own factor on its class's timers at L0, L1
 
 
 class Evict(Protocol):
     """Free a slot at ``wait.allowed`` for a job whose timer ran out: its GPUs, or None.
 
-    Evicted jobs' GPUs are given back to ``free`` and their ids added to ``victims``.
+    Evicted jobs' GPUs are given back to ``free`` and their ids added to
+    ``victims``; a victim that restarts at once elsewhere is also added to
+    ``restarts`` (its new GPUs already taken from ``free``).
     """
 
     def __call__(self, view: ClusterView, free: TentativeAllocation, state: JobState,
-                 wait: WaitState, now: float, victims: list[str]) -> tuple[int, ...] | None: ...
+                 wait: WaitState, now: float, victims: list[str],
+                 restarts: list[Start]) -> tuple[int, ...] | None: ...
+
+
+TimerScale = Callable[[ClusterView, Job, str], tuple[float, float]]
 
 
 class DelayScheduling:
@@ -87,13 +94,19 @@ class DelayScheduling:
         classify: A job's class, a key of ``timers``; None puts every job in the first.
         evict: Called when a job's timer ran out and it fits nowhere; None never preempts.
         tuner: Moves the timers as the run goes; None keeps them.
+        scale: A job's own factors on its class's timers at L0 and L1, asked once
+            each time it enters the queue; None gives every job 1.
+        max_timer_s: Upper bound of a scaled timer.
     """
 
     def __init__(self, params: DelayParameters, timers: Mapping[str, tuple[float, float]], *,
                  classify: Callable[[ClusterView, Job], str] | None = None,
-                 evict: Evict | None = None, tuner: TimerTuner | None = None) -> None:
+                 evict: Evict | None = None, tuner: TimerTuner | None = None,
+                 scale: TimerScale | None = None, max_timer_s: float = math.inf) -> None:
         self._params = params
         self._timers = {c: list(t) for c, t in timers.items()}
+        self._scale = scale
+        self._max_timer_s = max_timer_s
         self._only_class = next(iter(self._timers))
         self._classify = classify
         self._evict = evict
@@ -129,13 +142,23 @@ class DelayScheduling:
         changed = False
         for cls, values in timers.items():
             if values != self._timers[cls]:
-                self._timers[cls] = values
+                self._timers[cls][:] = values
                 changed = True
         if changed:
             self._rebuild_deadlines()
 
     def on_arrival(self, job: Job) -> None:
         self._fifo_key[job.job_id] = (job.submit_time, job.job_id)
+
+    def waiting_in_order(self, view: ClusterView, now: float) -> list[str]:
+        """The jobs still waiting after the last pass, in the pass's order."""
+        return [job_id for job_id in self._ordered(view, now) if job_id in self._waits]
+
+    def started_outside(self, job_id: str) -> None:
+        """A waiting job was started by the policy after the pass: drop its wait."""
+        wait = self._waits.pop(job_id)
+        if self._tuner is not None:
+            self._tuner.note_start(wait.cls, None, 0.0)
 
     def on_completion(self, job: Job) -> str | None:
         """Forget the job; its class, if it had one (the tuner is told its duration)."""
@@ -161,7 +184,7 @@ class DelayScheduling:
         new = pending.keys() - waits.keys()
         if not new:
             return
-        target_of, class_of, timers = self._target_of, self._class_of, self._timers
+        target_of, class_of = self._target_of, self._class_of
         deadlines, only_class = self._deadlines, self._only_class
         for job_id in sorted(new):
             state = pending[job_id]
@@ -174,12 +197,25 @@ class DelayScheduling:
                 cls = class_of[job_id] = (self._classify(view, job) if self._classify is not None
                                           else only_class)
             since = state.queued_since
-            waits[job_id] = WaitState(target, target, since, cls)
-            if target < L2 and (deadline := since + timers[cls][target]) < math.inf:
+            wait = waits[job_id] = WaitState(target, target, since, cls)
+            if self._scale is not None:
+                wait.scale = self._scale(view, job, cls)
+            if target < L2 and (deadline := since + self._limit(wait)) < math.inf:
                 heapq.heappush(deadlines, (deadline, job_id))
 
+    def _limit(self, wait: WaitState) -> float:
+        """Seconds the job may wait at its allowed level (below L2)."""
+        timer = self._timers[wait.cls][wait.allowed]
+        factor = wait.scale[wait.allowed]
+        if factor == 1.0:
+            return timer
+        if factor == 0.0:
+            return 0.0
+        # scaling never lifts a timer past the bound, nor cuts one already above it to it
+        return min(timer * factor, max(timer, self._max_timer_s))
+
     def _deadline(self, wait: WaitState) -> float:
-        return math.inf if wait.allowed >= L2 else wait.since + self._timers[wait.cls][wait.allowed]
+        return math.inf if wait.allowed >= L2 else wait.since + self._limit(wait)
 
     def _push_deadline(self, job_id: str, wait: WaitState) -> None:
         deadline = self._deadline(wait)
@@ -193,12 +229,12 @@ class DelayScheduling:
 
     def _earliest_deadline(self) -> float:
         """The next timer of any waiting job; drops entries of jobs that started or moved on."""
-        heap, waits, timers = self._deadlines, self._waits, self._timers
+        heap, waits = self._deadlines, self._waits
         while heap:
             deadline, job_id = heap[0]
             wait = waits.get(job_id)
             if (wait is not None and wait.allowed < L2
-                    and wait.since + timers[wait.cls][wait.allowed] == deadline):
+                    and wait.since + self._limit(wait) == deadline):
                 return deadline
             heapq.heappop(heap)
         return math.inf
@@ -227,29 +263,29 @@ class DelayScheduling:
                     no_fit[lv] = min(no_fit[lv], n_gpus)
             return gpus
 
-        pending, waits, timer_table = view.pending, self._waits, self._timers
+        pending, waits = view.pending, self._waits
         starts: list[Start] = []
         victims: list[str] = []
+        restarts: list[Start] = []
         earliest: float | None = None
         for job_id in self._ordered(view, now):
             wait = waits[job_id]
-            timers = timer_table[wait.cls]
             if free.n_free == 0:  # only a job whose timer runs out now can do anything
                 if earliest is None:
                     earliest = self._earliest_deadline()
                 if earliest > now:
                     break
-                if wait.allowed >= L2 or now < wait.since + timers[wait.allowed]:
+                if wait.allowed >= L2 or now < wait.since + self._limit(wait):
                     continue
             earliest = None  # this job may relax or start, which moves the earliest timer
             state = pending[job_id]
             n_gpus = state.job.n_gpus
             gpus = place(n_gpus, wait.allowed)
             via_preemption = relaxed = False
-            while gpus is None and wait.allowed < L2 and now >= wait.since + timers[wait.allowed]:
+            while gpus is None and wait.allowed < L2 and now >= wait.since + self._limit(wait):
                 if self._evict is not None:
                     n_victims = len(victims)
-                    gpus = self._evict(view, free, state, wait, now, victims)
+                    gpus = self._evict(view, free, state, wait, now, victims, restarts)
                     if len(victims) > n_victims:
                         no_fit[:] = [math.inf, math.inf, math.inf]  # GPUs were given back
                     if gpus is not None:
@@ -276,6 +312,7 @@ class DelayScheduling:
             if (self._params.reserve_after_s is not None and wait.allowed == wait.target < L2
                     and now - state.queued_since >= self._params.reserve_after_s):
                 self._hold(free, wait, n_gpus)
+        starts.extend(restarts)
         wake_at = self._earliest_deadline()
         if tuner is not None:
             busy = view.topology.n_gpus - view.n_free
