@@ -168,3 +168,29 @@ def test_tc8_no_schedule_beats_the_virtual_machine(case: tuple) -> None:
         result = simulate(topology, jobs, policy, perf=IdealPerf(0.0))
         assert len(result.records) == len(jobs)
         assert sum(r.jct_s for r in result.records) >= vm_flow * (1 - 1e-9) - 1e-6
+
+
+def _censoring_case(rank: str) -> float:
+    # The log: group a ran three 10 s jobs and one of 1,000 s; group b three of 20 s.
+    # Predictions are group medians: 10 s for L (1,000 s, from 0), 20 s for S (10 s, at 15 s).
+    history = [Job(f"H{i}", -2000.0, 4, size, group=group) for i, (group, size) in
+               enumerate([("a", 10.0)] * 3 + [("a", 1000.0)] + [("b", 20.0)] * 3)]
+    jobs = [Job("L", 0.0, 4, 1000.0, group="a"), Job("S", 15.0, 4, 10.0, group="b")]
+    policy = Asrpt(predictor="median", rank=rank, min_run_s=0.0, epsilon=0.0)  # type: ignore[arg-type]
+    result = simulate(uniform_cluster(1, 4, 4), jobs, policy, perf=IdealPerf(0.0), history=history)
+    return sum(r.jct_s for r in result.records) / len(result.records)
+
+
+def test_gittins_rank_conditions_on_attained_service() -> None:
+    # At 15 s L has outlived group a's short jobs, so only the 1,000 s one is left for it
+    # (rank 985), against S's 20: S runs at once, 15-25.
+    assert _censoring_case("gittins") == pytest.approx((1010.0 + 10.0) / 2)
+    # On point predictions L's overrun (10 -> 23 s) leaves it 13 s to go, less than S's 20:
+    # S waits for the 60 s tick, when L has grown to 90 s.
+    assert _censoring_case("vm") == pytest.approx((1010.0 + 55.0) / 2)
+
+
+@pytest.mark.parametrize("rank", ["gittins", "expected"])
+def test_exact_sizes_rank_as_srpt(rank: str) -> None:
+    assert _mean_jct(8, TC1, rank=rank) == pytest.approx(90.0)
+    assert _mean_jct(4, TC2, rank=rank, min_run_s=0.0) == pytest.approx(60.0)

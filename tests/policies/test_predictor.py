@@ -159,3 +159,30 @@ def test_the_flat_forest_answers_exactly_what_the_fitted_forest_does(seed: int, 
     rows = [tuple(row) for row in np.vstack([x[:n_rows], rng.random((n_rows, 6)) * 100.0])]
     expected = forest.predict(np.asarray(rows, dtype=np.float32))
     assert FlatForest(forest).predict(rows) == expected.tolist()
+
+
+def test_distributions_are_the_samples_each_rule_learnt_from() -> None:
+    jobs = [_job(f"j{i}") for i in range(4)]
+    cold = IterationPredictor(min_train_rows=20)
+    forest = IterationPredictor(min_train_rows=3,
+                                forest_params={"bootstrap": False, "n_estimators": 5})
+    for predictor in (cold, forest):
+        rows = [predictor.features(job) for job in jobs[:3]]  # before any finished: one row
+        for features, actual in zip(rows, (1000.0, 1100.0, 1200.0)):
+            predictor.observe(features, actual)
+    # Identical rows share one leaf in every tree: all three samples, equally weighted.
+    for predictor in (cold, forest):
+        sizes = predictor.distributions([predictor.features(jobs[3])])[0]
+        assert sizes.values == pytest.approx([1000.0, 1100.0, 1200.0])
+        assert sizes.expected_remaining(1050.0) == pytest.approx(100.0)
+
+
+def test_forest_distribution_weights_each_tree_leaf() -> None:
+    predictor = IterationPredictor(min_train_rows=4, forest_params={"bootstrap": False, "n_estimators": 3})
+    small, large = predictor.features(_job("s", n_gpus=1)), predictor.features(_job("l", n_gpus=8))
+    for features, actual in ((small, 10.0), (small, 30.0), (large, 1000.0), (large, 3000.0)):
+        predictor.observe(features, actual)
+    # Every tree splits the GPU counts apart, so only the same-size jobs count.
+    sizes = predictor.distributions([large])[0]
+    assert sizes.values == pytest.approx([1000.0, 3000.0])
+    assert sizes.expected_remaining(0.0) == pytest.approx(2000.0)

@@ -40,6 +40,7 @@ from rackwise.policies.parts.predictor import (
     PredictionRecord,
     require_sklearn,
 )
+from rackwise.policies.parts.size_distribution import SizeDistribution
 from rackwise.policies.parts.virtual_machine import VirtualMachine
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState, Status
@@ -79,6 +80,13 @@ class AsrptParameters:
             began, when the run has one: ``history_jobs`` of the workload)
             before the first arrival, as a live cluster's scheduler would.
         kl_passes: Refinement passes of the graph partitioner.
+        rank: What orders jobs: "vm", the virtual machine's remaining work
+            on point predictions; or, from the job's predicted size
+            distribution conditioned on the service it has attained (a
+            lower bound on its size), "gittins" its Gittins rank or
+            "expected" its expected remaining work; both in the machine's
+            unit (g / G of a second on the ideal placement).
+            `parts.size_distribution` explains both.
     """
 
     predictor: Literal["forest", "median", "oracle"] = "forest"
@@ -99,6 +107,7 @@ class AsrptParameters:
     repredict_waiting: bool = True
     use_history: bool = True
     kl_passes: int = 10
+    rank: Literal["vm", "gittins", "expected"] = "vm"
 
 
 def require_predictor_extra(predictor: str) -> None:
@@ -156,6 +165,9 @@ class PredictedSrpt:
         self._vm_s_per_iter: dict[str, float] = {}  # g * tau* / G
         self._unit: dict[str, float] = {}  # prediction-target units per iteration
         self._graphs: dict[str, JobGraph] = {}
+        self._dists: dict[str, SizeDistribution] = {}
+        self._order: dict[str, int] = {}
+        self._rank_cache: dict[str, tuple[float, SizeDistribution, float]] = {}
         self._prediction_log: list[PredictionRecord] = []
         self._placement_log: list[PlacementRecord] = []
 
@@ -195,7 +207,8 @@ class PredictedSrpt:
         job_id = job.job_id
         self._vm.advance(now)
         self._vm.remove(job_id)
-        for table in (self._estimate_iters, self._vm_s_per_iter, self._graphs, self._waiting):
+        for table in (self._estimate_iters, self._vm_s_per_iter, self._graphs, self._waiting,
+                      self._dists, self._order, self._rank_cache):
             table.pop(job_id, None)
         entry = self._predicted.pop(job_id, None)
         if entry is None:
@@ -240,6 +253,10 @@ class PredictedSrpt:
             iters = value / self._unit[job_id]
             self._predicted[job_id] = (iters, source)
             self._set_estimate(job_id, iters)
+        if self._params.rank != "vm" and ids:
+            dists = self._predictor.distributions([self._features[job_id] for job_id in ids],
+                                                  beyond_factor=self._params.overrun_factor)
+            self._dists.update(zip(ids, dists))
 
     def _set_estimate(self, job_id: str, iters: float) -> None:
         delta = iters - self._estimate_iters[job_id]
@@ -264,10 +281,11 @@ class PredictedSrpt:
         pending: Iterable[tuple[str, JobState]] = view.pending.items()
         if params.gate != "arrival":
             pending = [(job_id, s) for job_id, s in pending if vm.is_overdue(job_id)]
-        eligible = vm.ranked(pending)
+        ranked = vm.ranked if params.rank == "vm" else lambda items: self._ranked(items, now)
+        eligible = ranked(pending)
         free = view.tentative()
         if params.preempt and params.gate == "arrival":
-            running = vm.ranked(view.running.items())
+            running = ranked(view.running.items())
             starts, preempted = self._preempt_to_vm_order(view, running, eligible, free, now)
         else:
             starts, preempted = [], []
@@ -301,9 +319,42 @@ class PredictedSrpt:
             value, source = self._predictor.predict([self._features[job.job_id]])[0]
             iters = value / unit
         self._predicted[job.job_id] = (iters, source)
+        self._order[job.job_id] = len(self._order)
+        if self._params.rank != "vm":
+            beyond = self._params.overrun_factor
+            self._dists[job.job_id] = (
+                SizeDistribution.point(iters * unit, beyond_factor=beyond)
+                if self._params.predictor == "oracle" else
+                self._predictor.distributions([self._features[job.job_id]], beyond_factor=beyond)[0])
         self._vm_s_per_iter[job.job_id] = per_iter
         self._estimate_iters[job.job_id] = iters
         self._vm.add(job.job_id, iters * per_iter, job.submit_time)
+
+    def _ranked(self, items: Iterable[tuple[str, JobState]],
+                now: float) -> list[tuple[Key, JobState]]:
+        """Jobs by the rank of their size distribution given the service they attained."""
+        out = []
+        gittins = self._params.rank == "gittins"
+        for job_id, state in items:
+            done = state.iters_done
+            if state.status is Status.RUNNING:
+                productive = now - max(state.last_update, state.busy_until)
+                if productive > 0.0:
+                    done = min(state.job.total_iters, done + productive * state.rate_iters_per_s)
+            unit = self._unit[job_id]
+            dist = self._dists[job_id]
+            attained = done * unit
+            cached = self._rank_cache.get(job_id)
+            if cached is not None and cached[0] == attained and cached[1] is dist:
+                value = cached[2]
+            else:
+                value = dist.gittins_rank(attained) if gittins else dist.expected_remaining(attained)
+                self._rank_cache[job_id] = (attained, dist, value)
+            key = (value / unit * self._vm_s_per_iter[job_id], state.job.submit_time,
+                   self._order[job_id])
+            out.append((key, state))
+        out.sort(key=lambda item: item[0])
+        return out
 
     def _target_unit(self, ideal_rate: float) -> float:
         """Prediction-target units per iteration: tau* (seconds on the ideal placement) or 1."""

@@ -25,8 +25,11 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Any
 
+import numpy as np
+
 from rackwise.errors import MissingExtraError
 from rackwise.perf.job_graph import job_parallelism
+from rackwise.policies.parts.size_distribution import SizeDistribution
 from rackwise.workload.job import Job
 
 INSTALL_HINT = "pip install 'rackwise[ml]'"
@@ -150,6 +153,9 @@ class IterationPredictor:
         self._since_fit = 0
         self._forest: Any = None
         self._flat: FlatForest | None = None  # the forest's trees as arrays, built on first use
+        self._fit_rows: list[tuple[tuple[float, ...], float]] = []
+        self._fit_targets: Any = None  # the sizes the forest was fitted on, for its distributions
+        self._leaf_weights: Any = None  # sparse: tree leaf -> its training samples, 1/leaf size each
         self._n_fits = 0
 
     @property
@@ -202,6 +208,52 @@ class IterationPredictor:
         if self._all_log:
             return math.expm1(median(self._all_log)), "global-median"
         return self.default_iters, "default"
+
+    def cold_start_samples(self, features: JobFeatures) -> list[float]:
+        """The finished jobs' sizes the cold-start rule took its median of (none: its answer)."""
+        if not features.declared_iters:
+            for kind, value in (("model", features.model), ("group", features.group)):
+                if value and self._history.get((kind, value)):
+                    return [math.expm1(y) for y in self._history[(kind, value)]]
+            if self._all_log:
+                return [math.expm1(y) for y in self._all_log]
+        return [self.cold_start(features)[0]]
+
+    def distributions(self, features: Sequence[JobFeatures], *,
+                      beyond_factor: float = 0.5) -> list[SizeDistribution]:
+        """Each job's size as a distribution, from the same rule `predict` answers with.
+
+        The forest's is a quantile-regression forest's (Meinshausen 2006):
+        every sample it was fitted on, weighted by the share of each tree's
+        leaf it shares with the job, summed over trees. The cold-start
+        rules' is the population their median is taken of.
+        """
+        answers = [source for _, source in self.predict(features)]
+        out = []
+        for f, source in zip(features, answers):
+            if source == "forest":
+                weights = self._forest_weights(f.row)
+                out.append(SizeDistribution(self._fit_targets, weights, beyond_factor=beyond_factor))
+            else:
+                out.append(SizeDistribution(self.cold_start_samples(f), beyond_factor=beyond_factor))
+        return out
+
+    def _forest_weights(self, row: tuple[float, ...]) -> Any:
+        if self._flat is None:
+            self._flat = FlatForest(self._forest)
+        flat = self._flat
+        if self._leaf_weights is None:
+            from scipy.sparse import csr_matrix
+
+            train = self._flat.leaves([r for r, _ in self._fit_rows])
+            n, n_trees = train.shape
+            sizes = np.bincount(train.ravel(), minlength=len(flat.left))
+            nodes = train.ravel()
+            samples = np.repeat(np.arange(n), n_trees)
+            self._leaf_weights = csr_matrix((1.0 / sizes[nodes], (nodes, samples)),
+                                            shape=(len(flat.left), n))
+        leaves = flat.leaves([row])[0]
+        return np.asarray(self._leaf_weights[leaves].sum(axis=0)).ravel()
 
     def predict(self, features: Sequence[JobFeatures]) -> list[tuple[float, str]]:
         """Predicted iterations and the rule that gave them, for each job."""
@@ -258,13 +310,14 @@ class IterationPredictor:
 
     def _fit(self) -> None:
         require_sklearn()
-        import numpy as np
         from sklearn.ensemble import RandomForestRegressor
 
         x = np.array([row for row, _ in self._rows])
         y = np.array([target for _, target in self._rows])
         params = {"n_estimators": 100, **self.forest_params, "random_state": self.random_state}
         self._forest, self._flat = RandomForestRegressor(**params).fit(x, y), None
+        self._fit_rows = list(self._rows)
+        self._fit_targets, self._leaf_weights = np.expm1(y), None
         self._since_fit = 0
         self._n_fits += 1
 
@@ -282,8 +335,6 @@ class FlatForest:
     """
 
     def __init__(self, forest: Any) -> None:
-        import numpy as np
-
         trees = [estimator.tree_ for estimator in forest.estimators_]
         offsets = np.cumsum([0] + [tree.node_count for tree in trees])
         left = np.concatenate([tree.children_left for tree in trees])
@@ -300,16 +351,19 @@ class FlatForest:
         self.roots = offsets[:-1]
         self.depth = max(tree.max_depth for tree in trees)
 
-    def predict(self, rows: list[tuple[float, ...]]) -> list[float]:
-        """The mean leaf value over the trees, for each row."""
-        import numpy as np
-
+    def leaves(self, rows: Sequence[tuple[float, ...]]) -> Any:
+        """The leaf each row reaches in each tree: node ids, one row per row, one column per tree."""
         x = np.asarray(rows, dtype=np.float32).astype(np.float64)
         node = np.broadcast_to(self.roots, (len(rows), len(self.roots)))
         row_index = np.arange(len(rows))[:, None]
         for _ in range(self.depth):
             go_left = x[row_index, self.feature[node]] <= self.threshold[node]
             node = np.where(go_left, self.left[node], self.right[node])
+        return node
+
+    def predict(self, rows: list[tuple[float, ...]]) -> list[float]:
+        """The mean leaf value over the trees, for each row."""
+        node = self.leaves(rows)
         # cumsum adds in tree order, one tree at a time, as the forest's own mean does.
         total = np.cumsum(self.value[node], axis=1)[:, -1]
         return [float(v) for v in total / len(self.roots)]

@@ -1,0 +1,42 @@
+"""Size distributions: remaining work and Gittins rank given attained service."""
+
+from __future__ import annotations
+
+import pytest
+
+from rackwise.policies.parts.size_distribution import SizeDistribution
+
+
+def test_point_mass_rank_is_the_remaining_size() -> None:
+    exact = SizeDistribution.point(100.0)
+    assert exact.gittins_rank(0.0) == exact.expected_remaining(0.0) == 100.0
+    assert exact.gittins_rank(30.0) == exact.expected_remaining(30.0) == 70.0
+
+
+def test_two_sizes_rank_favours_the_chance_of_finishing_soon() -> None:
+    sizes = SizeDistribution([10.0, 1.0])
+    # Quantum 1: half the jobs finish after 1 s of expected service -> 1 / 0.5.
+    assert sizes.gittins_rank(0.0) == pytest.approx(2.0)
+    assert sizes.expected_remaining(0.0) == pytest.approx(5.5)
+    assert sizes.gittins_rank(0.5) == pytest.approx(1.0)
+    # Past the short size, only the long one is left: censoring at 1 s.
+    assert sizes.gittins_rank(1.0) == pytest.approx(9.0)
+    assert sizes.expected_remaining(4.0) == pytest.approx(6.0)
+
+
+def test_weights_shift_the_rank() -> None:
+    likely_long = SizeDistribution([1.0, 10.0], [1.0, 9.0])
+    assert likely_long.gittins_rank(0.0) == pytest.approx(min(1.0 / 0.1, (0.1 + 9.0) / 1.0))
+    assert likely_long.expected_remaining(0.0) == pytest.approx(9.1)
+
+
+def test_past_every_sample_the_job_runs_a_multiple_longer() -> None:
+    sizes = SizeDistribution([1.0, 2.0], beyond_factor=0.5)
+    assert sizes.gittins_rank(8.0) == sizes.expected_remaining(8.0) == 4.0
+
+
+def test_bad_samples_are_refused() -> None:
+    with pytest.raises(ValueError, match="one weight per sample"):
+        SizeDistribution([1.0, 2.0], [1.0])
+    with pytest.raises(ValueError, match="one weight per sample"):
+        SizeDistribution([])
