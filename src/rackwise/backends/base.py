@@ -235,7 +235,7 @@ def refuse_forking(policy: Policy) -> None:
     """
     if not policy.capabilities.forks:
         return
-    names = {f.name for f in dataclasses.fields(policy)} if dataclasses.is_dataclass(policy) else set()
+    names: set[str] = {f.name for f in dataclasses.fields(policy)} if dataclasses.is_dataclass(policy) else set()
     hint = "pass -p copies=false" if "copies" in names else "use it with `rackwise simulate`"
     raise InputError(f"{policy.name} forks jobs into copies, and a forked job (copies > 1) "
                      f"{ONLY_IN_SIMULATION}; {hint}", field="--policy")
