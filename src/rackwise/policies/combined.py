@@ -105,6 +105,12 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
             needs ``copies=False``.
         sync_s: Seconds between averagings of a forked job's copies (HadarE's
             round); a running job takes new copies only then.
+        spread_copies_after_s: A copy that fits no single node may span the
+            emptiest nodes once its job has run this long (None: never). [R]:
+            the delay placement spreads jobs that may spread, so idle GPUs
+            end up scattered where HadarE's consolidated plans would leave
+            whole nodes; a job that has run long is likely to run on (and
+            a spread copy is slower, and restarts the job when shed).
     """
 
     name: ClassVar[str] = "combined"
@@ -122,6 +128,7 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
     type_wait_s: float = 1_800.0
     copies: bool = True
     sync_s: float = 360.0
+    spread_copies_after_s: float | None = 3_600.0
 
     def __post_init__(self) -> None:
         require_predictor_extra(self.predictor)
@@ -154,7 +161,7 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
         self.type_nodes_ = nodes_by_type(topology)
         self.class_of_: dict[str, str] = {}
         self.copies_ = IdleCopies(self, view, [self.type_rates_.types.index(n.gpu_type) for n in topology.nodes],
-                                  self.sync_s)
+                                  self.sync_s, spread_after_s=self.spread_copies_after_s)
         self.tiers_: dict[str, Tiers] = {}
 
     def on_arrival(self, job: Job, now: float) -> None:

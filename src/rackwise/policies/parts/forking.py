@@ -110,11 +110,18 @@ def widest_of_type(node_gpus: Sequence[int], node_type: Sequence[int]) -> dict[i
 
 @dataclass(frozen=True, slots=True)
 class Forkable:
-    """A job that may take copies: its id, GPU count and usable types (`Tiers`)."""
+    """A job that may take copies: its id, GPU count, usable types (`Tiers`), and whether a copy may spread.
+
+    ``spread``: a copy that fits no node may take the fewest nodes of one
+    type, whatever the job's width and its other copies (GPUs left
+    scattered by placements that spread jobs, which HadarE's consolidated
+    plans do not leave).
+    """
 
     job_id: str
     n_gpus: int
     tiers: Tiers
+    spread: bool = False
 
 
 def add_copies(book: PriceBook, jobs: Sequence[Forkable], layouts: dict[str, Layout],
@@ -124,7 +131,8 @@ def add_copies(book: PriceBook, jobs: Sequence[Forkable], layouts: dict[str, Lay
     A copy holds the job's full GPU count on one node with that many free
     (the fastest type first, then the emptiest node, then the lowest id), or
     with ``wide_copies`` and a job wider than every node of its types, the
-    fewest nodes of one type that no other copy of it uses.
+    fewest nodes of one type that no other copy of it uses; with
+    ``Forkable.spread``, the fewest nodes of one type whatever its width.
     """
     forkable = [job for job in jobs if job.job_id in layouts]
     while forkable:
@@ -143,11 +151,12 @@ def _fork(book: PriceBook, job: Forkable, layouts: dict[str, Layout], params: Fo
     node = _copy_node(book, job.tiers, n, used)
     if node is not None:
         copy: Take = ((node, n),)
-    elif params.wide_copies and n > max((widest[t] for tier in job.tiers for t in tier), default=0):
-        spread = _copy_nodes(book, job.tiers, n, used)
-        if spread is None:
+    elif job.spread or (params.wide_copies and n > max((widest[t] for tier in job.tiers for t in tier),
+                                                    default=0)):
+        spread_copy = _copy_nodes(book, job.tiers, n, set() if job.spread else used)
+        if spread_copy is None:
             return False
-        copy = spread
+        copy = spread_copy
     else:
         return False
     for node, k in copy:

@@ -36,7 +36,7 @@ from rackwise.policies.parts.forking import (
 )
 from rackwise.policies.parts.hadar_planning import Layout
 from rackwise.policies.parts.primal_dual import PriceBook
-from rackwise.workload.state import JobState
+from rackwise.workload.state import JobState, Status
 
 Blocks = list[tuple[int, ...]]  # GPU ids of each copy, the first copy first
 
@@ -78,10 +78,12 @@ class IdleCopies:
         node_type: Each node's GPU type, as an index.
         sync_s: Seconds between syncs of a forked job's copies (its models
             are averaged then); running jobs take new copies only then.
+        spread_after_s: A copy that fits no node may span nodes
+            (`Forkable.spread`) for a job that has run this long (None: never).
     """
 
     def __init__(self, params: ForkParameters, view: ClusterView, node_type: Sequence[int],
-                 sync_s: float) -> None:
+                 sync_s: float, *, spread_after_s: float | None = None) -> None:
         topology = view.topology
         self._params = params
         self._node_type = list(node_type)
@@ -89,6 +91,7 @@ class IdleCopies:
         self._widest = widest_of_type(self._capacity, self._node_type)
         self._cap = params.max_copies if params.max_copies is not None else topology.n_nodes
         self._sync_s = sync_s
+        self._spread_after_s = spread_after_s
         self._next_sync = 0.0
         self._run_start: dict[str, float] = {}  # jobs restarted for copies: when their run began
 
@@ -135,7 +138,7 @@ class IdleCopies:
         candidates = [job_id for job_id in blocks if at_sync or job_id in started]
         if free.n_free and candidates:
             states = {job_id: running.get(job_id) or view.pending[job_id] for job_id in candidates}
-            grown = self._fork(free, blocks, order(candidates), states, tiers)
+            grown = self._fork(free, blocks, order(candidates), states, tiers, now)
             changed.update(job_id for job_id in grown if job_id not in started)
         else:
             grown = set()
@@ -153,7 +156,7 @@ class IdleCopies:
                        preempt=decisions.preempt + tuple(sorted(changed)), wake_at=wake)
 
     def _fork(self, free: TentativeAllocation, blocks: dict[str, Blocks], order: list[str],
-              states: dict[str, JobState], tiers: Callable[[JobState], Tiers]) -> set[str]:
+              states: dict[str, JobState], tiers: Callable[[JobState], Tiers], now: float) -> set[str]:
         """Add copies on ``free``'s idle GPUs (taking them); the jobs that got any."""
         book = PriceBook(self._capacity, 1.0, [1.0] * len(self._capacity), 1, groups=self._node_type)
         counts = free.free_counts()
@@ -164,7 +167,8 @@ class IdleCopies:
         layouts: dict[str, Layout] = {job_id: tuple(_take(block, gpu_node) for block in blocks[job_id])
                                       for job_id in order}
         before = {job_id: len(layout) for job_id, layout in layouts.items()}
-        jobs = [Forkable(job_id, states[job_id].job.n_gpus, tiers(states[job_id])) for job_id in order]
+        jobs = [Forkable(job_id, state.job.n_gpus, tiers(state), self._may_spread(state, now))
+                for job_id, state in ((job_id, states[job_id]) for job_id in order)]
         add_copies(book, jobs, layouts, self._params, self._cap, self._widest)
         grown: set[str] = set()
         for job_id in order:
@@ -177,6 +181,13 @@ class IdleCopies:
                 blocks[job_id].append(tuple(gpus))
                 grown.add(job_id)
         return grown
+
+
+    def _may_spread(self, state: JobState, now: float) -> bool:
+        """Whether the job has run long enough for its copies to span nodes."""
+        if self._spread_after_s is None or state.status is not Status.RUNNING:
+            return False
+        return now - self._run_start.get(state.job_id, state.run_start) >= self._spread_after_s
 
 
 def _take(block: tuple[int, ...], gpu_node: Sequence[int]) -> tuple[tuple[int, int], ...]:
