@@ -29,3 +29,18 @@ def test_copies_go_round_the_jobs_one_per_pass_until_none_fits() -> None:
     jobs = [Forkable("A", 1, ((0,),)), Forkable("B", 1, ((0,),))]
     add_copies(book, jobs, layouts, ForkParameters(), cap=3, widest={0: 4})
     assert [len(layouts[j]) for j in "AB"] == [3, 3]  # up to the cap, each copy on a node of its own
+
+
+def test_a_spread_copy_may_be_held_to_one_rack() -> None:
+    # Nodes 0-1 in rack 0, 2-3 in rack 1; free GPUs: 3, 0, 2, 2.
+    def book() -> PriceBook:
+        b = PriceBook([4] * 4, 1.0, [1.0] * 4, 1)
+        for node, used in ((0, 1), (1, 4), (2, 2), (3, 2)):
+            b.take(0, node, used)
+        return b
+
+    for node_rack, copy in ((None, ((0, 3), (2, 1))), ((0, 0, 1, 1), ((2, 2), (3, 2)))):
+        layouts = {"A": (((1, 4),),)}
+        add_copies(book(), [Forkable("A", 4, ((0,),), spread=True)], layouts, ForkParameters(), cap=2,
+                   widest={0: 4}, node_rack=node_rack)
+        assert layouts["A"][1] == copy

@@ -111,6 +111,8 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
             end up scattered where HadarE's consolidated plans would leave
             whole nodes; a job that has run long is likely to run on (and
             a spread copy is slower, and restarts the job when shed).
+        spread_copies_in_rack: Such a copy takes nodes of one rack only (its
+            averaging and ring then cross no rack uplink).
     """
 
     name: ClassVar[str] = "combined"
@@ -129,6 +131,7 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
     copies: bool = True
     sync_s: float = 360.0
     spread_copies_after_s: float | None = 3_600.0
+    spread_copies_in_rack: bool = True
 
     def __post_init__(self) -> None:
         require_predictor_extra(self.predictor)
@@ -161,7 +164,8 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
         self.type_nodes_ = nodes_by_type(topology)
         self.class_of_: dict[str, str] = {}
         self.copies_ = IdleCopies(self, view, [self.type_rates_.types.index(n.gpu_type) for n in topology.nodes],
-                                  self.sync_s, spread_after_s=self.spread_copies_after_s)
+                                  self.sync_s, spread_after_s=self.spread_copies_after_s,
+                                  one_rack=self.spread_copies_in_rack)
         self.tiers_: dict[str, Tiers] = {}
 
     def on_arrival(self, job: Job, now: float) -> None:

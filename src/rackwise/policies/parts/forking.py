@@ -125,23 +125,25 @@ class Forkable:
 
 
 def add_copies(book: PriceBook, jobs: Sequence[Forkable], layouts: dict[str, Layout],
-               params: ForkParameters, cap: int, widest: Mapping[int, int]) -> None:
+               params: ForkParameters, cap: int, widest: Mapping[int, int], *,
+               node_rack: Sequence[int] | None = None) -> None:
     """One more copy of each job per pass, in ``jobs``' order, while any fits; ``book`` holds the load.
 
     A copy holds the job's full GPU count on one node with that many free
     (the fastest type first, then the emptiest node, then the lowest id), or
     with ``wide_copies`` and a job wider than every node of its types, the
     fewest nodes of one type that no other copy of it uses; with
-    ``Forkable.spread``, the fewest nodes of one type whatever its width.
+    ``Forkable.spread``, the fewest nodes of one type whatever its width
+    (of one rack, given each node's rack in ``node_rack``).
     """
     forkable = [job for job in jobs if job.job_id in layouts]
     while forkable:
         # A job that gets no copy in a pass never will (nodes only fill up): drop it.
-        forkable = [job for job in forkable if _fork(book, job, layouts, params, cap, widest)]
+        forkable = [job for job in forkable if _fork(book, job, layouts, params, cap, widest, node_rack)]
 
 
 def _fork(book: PriceBook, job: Forkable, layouts: dict[str, Layout], params: ForkParameters,
-          cap: int, widest: Mapping[int, int]) -> bool:
+          cap: int, widest: Mapping[int, int], node_rack: Sequence[int] | None) -> bool:
     """Add one copy of the job on the best node left, if any; whether one was added."""
     layout = layouts[job.job_id]
     n = job.n_gpus
@@ -153,7 +155,8 @@ def _fork(book: PriceBook, job: Forkable, layouts: dict[str, Layout], params: Fo
         copy: Take = ((node, n),)
     elif job.spread or (params.wide_copies and n > max((widest[t] for tier in job.tiers for t in tier),
                                                     default=0)):
-        spread_copy = _copy_nodes(book, job.tiers, n, set() if job.spread else used)
+        spread_copy = (_copy_nodes(book, job.tiers, n, set(), node_rack) if job.spread
+                       else _copy_nodes(book, job.tiers, n, used))
         if spread_copy is None:
             return False
         copy = spread_copy
@@ -165,18 +168,25 @@ def _fork(book: PriceBook, job: Forkable, layouts: dict[str, Layout], params: Fo
     return True
 
 
-def _copy_nodes(book: PriceBook, tiers: Tiers, n_gpus: int, used: set[int]) -> Take | None:
-    """A copy across nodes of one type (fastest first), emptiest nodes first, none in ``used``."""
+def _copy_nodes(book: PriceBook, tiers: Tiers, n_gpus: int, used: set[int],
+                node_rack: Sequence[int] | None = None) -> Take | None:
+    """A copy across nodes of one type (fastest first), emptiest nodes first, none in ``used``.
+
+    With ``node_rack``, the nodes of one rack: the first rack to fill it that way.
+    """
     for types in tiers:
-        take: list[tuple[int, int]] = []
-        need = n_gpus
+        takes: dict[int, list[tuple[int, int]]] = {}
+        needs: dict[int, int] = {}
         for node, free in book.most_free_first(0, types):
             if node in used:
                 continue
+            rack = node_rack[node] if node_rack is not None else 0
+            take = takes.setdefault(rack, [])
+            need = needs.setdefault(rack, n_gpus)
             k = min(free, need)
             take.append((node, k))
-            need -= k
-            if need == 0:
+            needs[rack] = need - k
+            if need == k:
                 return tuple(sorted(take))
     return None
 

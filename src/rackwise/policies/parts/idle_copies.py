@@ -79,11 +79,12 @@ class IdleCopies:
         sync_s: Seconds between syncs of a forked job's copies (its models
             are averaged then); running jobs take new copies only then.
         spread_after_s: A copy that fits no node may span nodes
-            (`Forkable.spread`) for a job that has run this long (None: never).
+            (`Forkable.spread`) for a job that has run this long (None: never),
+        one_rack: ... within one rack.
     """
 
     def __init__(self, params: ForkParameters, view: ClusterView, node_type: Sequence[int],
-                 sync_s: float, *, spread_after_s: float | None = None) -> None:
+                 sync_s: float, *, spread_after_s: float | None = None, one_rack: bool = True) -> None:
         topology = view.topology
         self._params = params
         self._node_type = list(node_type)
@@ -92,6 +93,7 @@ class IdleCopies:
         self._cap = params.max_copies if params.max_copies is not None else topology.n_nodes
         self._sync_s = sync_s
         self._spread_after_s = spread_after_s
+        self._node_rack = [node.rack_id for node in topology.nodes] if one_rack else None
         self._next_sync = 0.0
         self._run_start: dict[str, float] = {}  # jobs restarted for copies: when their run began
 
@@ -169,7 +171,7 @@ class IdleCopies:
         before = {job_id: len(layout) for job_id, layout in layouts.items()}
         jobs = [Forkable(job_id, state.job.n_gpus, tiers(state), self._may_spread(state, now))
                 for job_id, state in ((job_id, states[job_id]) for job_id in order)]
-        add_copies(book, jobs, layouts, self._params, self._cap, self._widest)
+        add_copies(book, jobs, layouts, self._params, self._cap, self._widest, node_rack=self._node_rack)
         grown: set[str] = set()
         for job_id in order:
             for take in layouts[job_id][before[job_id]:]:
