@@ -130,7 +130,7 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
     type_wait_s: float = 1_800.0
     copies: bool = True
     sync_s: float = 360.0
-    spread_copies_after_s: float | None = 3_600.0
+    spread_copies_after_s: float | None = 14_400.0
     spread_copies_in_rack: bool = True
 
     def __post_init__(self) -> None:
