@@ -79,8 +79,8 @@ class IdleCopies:
         sync_s: Seconds between syncs of a forked job's copies (its models
             are averaged then); running jobs take new copies only then.
         spread_after_s: A copy that fits no node may span nodes
-            (`Forkable.spread`) for a job that has run this long (None: never),
-        one_rack: ... within one rack.
+            (`Forkable.spread`) for a job that has run this long (None: never).
+        one_rack: Such a copy takes nodes of one rack only.
     """
 
     def __init__(self, params: ForkParameters, view: ClusterView, node_type: Sequence[int],
