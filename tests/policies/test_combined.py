@@ -24,7 +24,8 @@ RATES = {("m", "v100"): 4.0, ("m", "k80"): 1.0}
 
 
 def oracle(**params: object) -> Combined:
-    return replace(Combined(predictor="oracle"), **params)
+    """The oracle variant; without copies unless asked (most tests here are about placement)."""
+    return replace(Combined(predictor="oracle", copies=False), **params)
 
 
 def _finish(records: list, job_id: str) -> float:
@@ -137,3 +138,38 @@ def test_registered_with_validated_parameters() -> None:
     assert isinstance(policy, Combined) and policy.type_wait_s == 60.0
     with pytest.raises(InputError, match="type_wait"):
         make_policy("combined", type_wait="soon")
+
+
+# ------------------------------------------------------------------- copies on idle GPUs
+
+TWO_NODES = uniform_cluster(2, 4, 1)
+
+
+def test_a_lone_job_forks_onto_the_idle_node_at_hadares_efficiency_and_cost() -> None:
+    policy = oracle(copies=True)
+    alone = [Job("A", 0.0, 4, 1_000.0)]
+    forked = _finish(simulate(TWO_NODES, alone, policy).records, "A")
+    frac = policy.fork_overhead_frac(alone[0])
+    assert frac > 0
+    assert forked == pytest.approx(1_000.0 / ((1.0 + policy.copy_efficiency) * (1.0 - frac)))
+    assert _finish(simulate(TWO_NODES, alone, oracle()).records, "A") == pytest.approx(1_000.0)
+
+
+def test_a_copy_never_delays_a_job_and_running_jobs_fork_only_at_a_sync() -> None:
+    jobs = [Job("A", 0.0, 4, 5_000.0), Job("B", 100.0, 4, 150.0)]
+    sim = Simulator(TWO_NODES, jobs, oracle(copies=True, sync_s=360.0))
+    seen: list[tuple[float, int]] = []
+    sim.observers = (lambda s: seen.append((s.now, s.running["A"].copies)) if "A" in s.running else None,)
+    records = sim.run().records
+    assert _start(records, "B") == pytest.approx(100.0)  # it took A's copy, at once
+    assert (100.0, 1) in seen  # A gave its copy up for B
+    # B leaves at 250, but A forks again only at the next sync.
+    assert all(copies == 1 for now, copies in seen if 100.0 <= now < 360.0)
+    assert (360.0, 2) in seen
+
+
+def test_copies_switch_off_forking_in_the_capabilities() -> None:
+    assert oracle(copies=True).capabilities.forks
+    assert not oracle(copies=False).capabilities.forks
+    with pytest.raises(InputError, match="copy_efficiency"):
+        oracle(copies=True, copy_efficiency=1.5).__post_init__()

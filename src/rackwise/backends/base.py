@@ -13,6 +13,7 @@ replays a trace faster than real time maps wall time onto that clock.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time as wallclock
 from collections.abc import Callable, Mapping, Sequence
@@ -21,13 +22,13 @@ from pathlib import Path
 from typing import ClassVar, Literal, Protocol, runtime_checkable
 
 from rackwise.backends import serve_state
-from rackwise.engine.checks import check_decisions
+from rackwise.engine.checks import ONLY_IN_SIMULATION, check_decisions
 from rackwise.engine.contract import Decisions, Policy
 from rackwise.engine.hooks import notify
 from rackwise.engine.seeding import policy_rng
 from rackwise.engine.snapshot import ClusterSnapshot, from_view
 from rackwise.engine.view import ClusterView
-from rackwise.errors import RackwiseError
+from rackwise.errors import InputError, RackwiseError
 from rackwise.metrics.records import JobRecord
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState
@@ -227,6 +228,19 @@ class ServeResult:
     stopped_idle: bool
 
 
+def refuse_forking(policy: Policy) -> None:
+    """Refuse, before the first round, a policy that forks jobs: a real cluster runs one copy of each.
+
+    A policy whose forking is a switch (a ``copies`` field) is told how to turn it off.
+    """
+    if not policy.capabilities.forks:
+        return
+    names: set[str] = {f.name for f in dataclasses.fields(policy)} if dataclasses.is_dataclass(policy) else set()
+    hint = "pass -p copies=false" if "copies" in names else "use it with `rackwise simulate`"
+    raise InputError(f"{policy.name} forks jobs into copies, and a forked job (copies > 1) "
+                     f"{ONLY_IN_SIMULATION}; {hint}", field="--policy")
+
+
 def serve(backend: Backend, policy: Policy, *, poll_s: float | None = 1.0, seed: int = 0,
           exit_when_idle: bool = True, should_stop: Callable[[], bool] | None = None,
           observers: Sequence[RoundObserver] = (),
@@ -262,10 +276,12 @@ def serve(backend: Backend, policy: Policy, *, poll_s: float | None = 1.0, seed:
             from `RETRY_FIRST_S` to `RETRY_MAX_S` between tries, each logged.
 
     Raises:
+        InputError: the policy forks jobs (`refuse_forking`).
         InvalidDecisionError: when the policy asks for something impossible.
         ServeStuckError: when jobs wait but nothing can happen any more.
         BackendError: the cluster did not answer for ``max_outage_s``.
     """
+    refuse_forking(policy)
     health = ServeHealth()
     watchers = [observer for observer in observers if isinstance(observer, HealthObserver)]
     snapshot = _observe(backend, max_outage_s, health, watchers)

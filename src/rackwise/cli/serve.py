@@ -90,10 +90,12 @@ def serve(
                         format="%(asctime)s %(levelname)s %(message)s")
     console = Console(stderr=True)
     with reported():
+        from rackwise.backends.base import refuse_forking
         from rackwise.backends.base import serve as serve_loop
         from rackwise.policies.registry import make_policy
 
         chosen = make_policy(policy, **parse_params(param, "--param"))
+        refuse_forking(chosen)
         jobs = _trace_jobs(submit_trace, trace_file, first_n, start_s, end_s, max_gpus)
         if backend == "slurm":
             the_backend, poll_workload_s = _slurm_backend(

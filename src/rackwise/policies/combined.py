@@ -19,6 +19,16 @@ One policy built from three research designs, each reused, not re-written:
 
 Among the placements that pass, the one the performance model rates fastest
 right now wins (so spread and interference count as much as the GPU type).
+
+4. **Idle GPUs** take copies of jobs as HadarE's do (``copies``,
+   `parts.forking`, `parts.idle_copies`): after the order and placement
+   above, GPUs still idle hold extra copies of the jobs that run, in the
+   virtual machine's order, with HadarE's ``copy_efficiency`` and
+   averaging cost (a sync every ``sync_s``). A copy never delays a job:
+   the order and placement see only each job's first copy, and a copy
+   whose GPUs they give to a job is dropped. Copies run only in the
+   simulator; on a real cluster pass ``-p copies=false``.
+
 docs/policies/combined.md measures it against each design alone.
 """
 
@@ -33,14 +43,23 @@ import numpy as np
 
 from rackwise.cluster.allocation import Allocation, TentativeAllocation
 from rackwise.engine.view import ClusterView
+from rackwise.errors import InputError
 from rackwise.perf.graph_placement import GraphPlacement, placement_cost
 from rackwise.perf.job_graph import JobGraph
-from rackwise.policies.base import BasePolicy, Decisions
+from rackwise.policies.base import BasePolicy, Capabilities, Decisions
+from rackwise.policies.parts.forking import (
+    ForkParameters,
+    Tiers,
+    check_fork_parameters,
+    fork_overhead_frac,
+)
+from rackwise.policies.parts.hadar_planning import JobTypes
 from rackwise.policies.parts.heterogeneity import (
     TypeMask,
     TypeThroughputs,
     nodes_by_type,
 )
+from rackwise.policies.parts.idle_copies import IdleCopies, primary_view
 from rackwise.policies.parts.locality import (
     L2,
     SigmaEstimator,
@@ -61,13 +80,15 @@ DELAY = "delay"  # the ``placement`` value that turns on parts 2 and 3
 
 
 @dataclass(kw_only=True)
-class Combined(AsrptParameters, BasePolicy):
+class Combined(ForkParameters, AsrptParameters, BasePolicy):
     """Predicted-SRPT ordering, sensitivity-class delay timers, fastest-GPU-type placement.
 
     Every A-SRPT parameter applies (`AsrptParameters`: ``predictor``,
     ``preempt``, ``epsilon``, ``min_run_s``, ``tick_s``, ...);
     ``placement="delay"`` is this policy's placement, and any other value
-    falls back to A-SRPT's (an ablation).
+    falls back to A-SRPT's (an ablation). The forking parameters are
+    HadarE's (`parts.forking.ForkParameters`: ``copy_efficiency``,
+    ``max_copies``, ``sync_bandwidth_gbps``, ``restart_s``, ...).
 
     Args:
         timer_low_s, timer_med_s, timer_high_s: Seconds a job of the class waits
@@ -79,6 +100,19 @@ class Combined(AsrptParameters, BasePolicy):
             share of its best type's is refused ...
         type_wait_s: ... until the job has waited this long; then it may also
             take GPUs of mixed types.
+        copies: Fill GPUs left idle with copies of running jobs (HadarE's
+            forking); only the simulator runs copies, so a real cluster
+            needs ``copies=False``.
+        sync_s: Seconds between averagings of a forked job's copies (HadarE's
+            round); a running job takes new copies only then.
+        spread_copies_after_s: A copy that fits no single node may span the
+            emptiest nodes once its job has run this long (None: never). [R]:
+            the delay placement spreads jobs that may spread, so idle GPUs
+            end up scattered where HadarE's consolidated plans would leave
+            whole nodes; a job that has run long is likely to run on (and
+            a spread copy is slower, and restarts the job when shed).
+        spread_copies_in_rack: Such a copy takes nodes of one rack only (its
+            averaging and ring then cross no rack uplink).
     """
 
     name: ClassVar[str] = "combined"
@@ -94,9 +128,27 @@ class Combined(AsrptParameters, BasePolicy):
     fallback_l1_frac: float = 0.5
     min_speed_frac: float = 0.5
     type_wait_s: float = 1_800.0
+    copies: bool = True
+    sync_s: float = 360.0
+    spread_copies_after_s: float | None = 14_400.0
+    spread_copies_in_rack: bool = True
 
     def __post_init__(self) -> None:
         require_predictor_extra(self.predictor)
+        check_fork_parameters(self)
+        if not self.sync_s > 0:
+            raise InputError(f"must be > 0, got {self.sync_s}", field="sync_s")
+
+    @property
+    def capabilities(self) -> Capabilities:
+        if not self.copies:
+            return super().capabilities
+        return replace(super().capabilities, forks=True, fork_overhead=self.fork_overhead_frac,
+                       copy_efficiency=self.copy_efficiency)
+
+    def fork_overhead_frac(self, job: Job) -> float:
+        """Share of a forked job's wall time spent averaging its copies (once every ``sync_s``)."""
+        return fork_overhead_frac(job, self, self.sync_s)
 
     @property
     def srpt(self) -> PredictedSrpt:
@@ -111,6 +163,10 @@ class Combined(AsrptParameters, BasePolicy):
         self.type_rates_ = TypeThroughputs(topology)
         self.type_nodes_ = nodes_by_type(topology)
         self.class_of_: dict[str, str] = {}
+        self.copies_ = IdleCopies(self, view, [self.type_rates_.types.index(n.gpu_type) for n in topology.nodes],
+                                  self.sync_s, spread_after_s=self.spread_copies_after_s,
+                                  one_rack=self.spread_copies_in_rack)
+        self.tiers_: dict[str, Tiers] = {}
 
     def on_arrival(self, job: Job, now: float) -> None:
         self.srpt_.on_arrival(job)
@@ -119,12 +175,30 @@ class Combined(AsrptParameters, BasePolicy):
         self.srpt_.on_completion(job, now)
         self.class_of_.pop(job.job_id, None)
         self.type_rates_.forget(job.job_id)
+        self.tiers_.pop(job.job_id, None)
+        self.copies_.forget(job.job_id)
 
     def on_history(self, jobs: Sequence[Job]) -> None:
         self.srpt_.on_history(jobs)
 
     # ---------------------------------------------------------------- schedule
     def schedule(self, view: ClusterView, now: float) -> Decisions:
+        if not self.copies:
+            return self._decide(view, now)
+        # Order and placement see first copies only; the copies go where GPUs stay idle.
+        decisions = self._decide(primary_view(view, self.copies_.run_start), now)
+        return self.copies_.apply(view, decisions, now, self.srpt_.in_vm_order,
+                                  lambda state: self._tiers(view, state))
+
+    def _tiers(self, view: ClusterView, state: JobState) -> Tiers:
+        """The GPU types the job can use, grouped by equal rate, fastest first (cached)."""
+        tiers = self.tiers_.get(state.job_id)
+        if tiers is None:
+            tiers = self.tiers_[state.job_id] = JobTypes.of(self.type_rates_.of(view, state)).tiers
+        return tiers
+
+    def _decide(self, view: ClusterView, now: float) -> Decisions:
+        """A-SRPT's order with this policy's placement, and when to look again."""
         decisions = self.srpt_.schedule(view, now)
         if self.placement != DELAY:
             return decisions

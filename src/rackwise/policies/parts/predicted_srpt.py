@@ -191,6 +191,10 @@ class PredictedSrpt:
         """The job's current predicted iterations, overruns included."""
         return self._estimate_iters[job_id]
 
+    def in_vm_order(self, job_ids: Iterable[str]) -> list[str]:
+        """The jobs in the virtual machine's order (least predicted work left first)."""
+        return [job_id for _, job_id in self._vm.ranked((job_id, job_id) for job_id in job_ids)]
+
     def virtual_remaining_s(self, job_id: str) -> float:
         """The job's remaining time on the virtual machine."""
         return self._vm.remaining_s(job_id)
