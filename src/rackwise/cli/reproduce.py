@@ -84,7 +84,7 @@ def check_claims(console: Console, experiments: list[Path], published: Path, out
     console.print(table)
     turned = rows[rows["published_direction"] != rows["rerun_direction"]]
     differ = int((~rows["agrees"]).sum())
-    console.print(f"{len(rows)} claim regimes rerun on seed 0: {len(rows) - differ} as published, "
+    console.print(f"{len(rows)} claim regimes rerun on their first seed: {len(rows) - differ} as published, "
                   f"{differ} moved, {len(turned)} turned", soft_wrap=True)
     if differ:
         console.print(f"{published} is stale: rerun `rackwise reproduce`", soft_wrap=True)
