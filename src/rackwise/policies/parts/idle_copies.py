@@ -184,7 +184,6 @@ class IdleCopies:
                 grown.add(job_id)
         return grown
 
-
     def _may_spread(self, state: JobState, now: float) -> bool:
         """Whether the job has run long enough for its copies to span nodes."""
         if self._spread_after_s is None or state.status is not Status.RUNNING:
