@@ -29,6 +29,7 @@ Two figures, each measured in a fresh process (so max RSS belongs to that run):
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import multiprocessing
@@ -87,6 +88,9 @@ def decision(policy_name: str, n_pending: int, n_nodes: int, busy_frac: float,
     walls, cpus, n_started, n_running, digest = [], [], 0, 0, ""
     for _ in range(repeat):
         state = busy_cluster(policy_name, n_nodes=n_nodes, n_pending=n_pending, busy_frac=busy_frac)
+        # A full collection now, so that the decision does not pay for the garbage of the
+        # state's construction (a long-running scheduler's heap is in that settled state).
+        gc.collect()
         wall, cpu = time.perf_counter(), time.process_time()
         decisions = state.decide()
         walls.append(time.perf_counter() - wall)

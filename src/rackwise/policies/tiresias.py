@@ -267,9 +267,13 @@ class Tiresias(BasePolicy):
         return (queue, 0 if running or not self.running_first else 1, seq, job_id)
 
     def _add_running(self, key: Key, n_gpus: int) -> None:
-        index = bisect_left(self.running_, key)
-        self.running_.insert(index, key)
-        self.running_gpus_.insert(index, n_gpus)
+        if self.running_ and key < self.running_[-1]:
+            index = bisect_left(self.running_, key)
+            self.running_.insert(index, key)
+            self.running_gpus_.insert(index, n_gpus)
+        else:  # the common case: a new key ranks last
+            self.running_.append(key)
+            self.running_gpus_.append(n_gpus)
         self.running_total_ += n_gpus
 
     def _drop_running(self, key: Key) -> None:

@@ -129,7 +129,10 @@ class RankedQueue:
             bucket = self.buckets[n_gpus] = []
             # Kept sorted by GPU count, so a cursor need not sort them.
             self.buckets = dict(sorted(self.buckets.items()))
-        insort(bucket, key)
+        if bucket and key < bucket[-1]:
+            insort(bucket, key)
+        else:  # the common case: jobs queue in the order they rank
+            bucket.append(key)
         self._where[job_id] = (n_gpus, key)
         if self._best is not None and key < self._best:
             self._best = key
