@@ -87,6 +87,8 @@ class Allocation:
         self._by_free: list[dict[int, None]] = [{} for _ in range(topology.max_gpus_per_node + 1)]
         for node in topology.nodes:
             self._by_free[node.n_gpus][node.node_id] = None
+        # the lowest node id of a bucket, for the buckets asked since they last lost it
+        self._lowest: dict[int, int | None] = {}
         self.tenants: dict[int, dict[str, int]] = {}  # split GPU -> {fractional job: slices}
         self.room: dict[int, int] = {}  # split GPU -> its free slices
 
@@ -121,8 +123,12 @@ class Allocation:
         return None
 
     def lowest_node_with(self, count: int) -> int | None:
-        bucket = self._by_free[count] if 0 <= count < len(self._by_free) else None
-        return min(bucket) if bucket else None
+        if not 0 <= count < len(self._by_free):
+            return None
+        if count not in self._lowest:
+            bucket = self._by_free[count]
+            self._lowest[count] = min(bucket) if bucket else None
+        return self._lowest[count]
 
     def sliced_gpu_for(self, slices: int) -> int | None:
         return _best_fit(self.room.items(), slices)
@@ -135,6 +141,7 @@ class Allocation:
         """Put every node back in its bucket in this order (what `node_order` gave)."""
         for bucket in self._by_free:
             bucket.clear()
+        self._lowest.clear()
         for node in node_order:
             self._by_free[self.node_free[node]][node] = None
 
@@ -192,11 +199,15 @@ class Allocation:
         nodes = (gpu_node[gpu_ids[0]],) if len(gpu_ids) == 1 else dict.fromkeys(
             [gpu_node[gpu] for gpu in gpu_ids])
         node_free, by_free, free_ids = self.node_free, self._by_free, self._free_ids
-        node_rack, rack_free = self.topology.node_rack, self.rack_free
+        node_rack, rack_free, lowest = self.topology.node_rack, self.rack_free, self._lowest
         for node in nodes:
             before, after = node_free[node], len(free_ids[node])
             del by_free[before][node]
             by_free[after][node] = None
+            if lowest.get(before) == node:
+                del lowest[before]
+            if after in lowest and ((known := lowest[after]) is None or node < known):
+                lowest[after] = node
             node_free[node] = after
             rack_free[node_rack[node]] += after - before
             self._n_free += after - before
@@ -288,9 +299,12 @@ class TentativeAllocation:
     def lowest_node_with(self, count: int) -> int | None:
         if not 0 <= count < len(self._base._by_free):
             return None
-        # The base's nodes with that count, less those this overlay changed (a set difference in C).
-        untouched = self._base._by_free[count].keys() - self._ids.keys()
-        best = min(untouched) if untouched else None
+        base_lowest = self._base.lowest_node_with(count)
+        if base_lowest is None or base_lowest not in self._ids:
+            best = base_lowest  # the lowest of the base's bucket is untouched, so lowest of the rest
+        else:  # the base's nodes with that count, less those this overlay changed (in C)
+            untouched = self._base._by_free[count].keys() - self._ids.keys()
+            best = min(untouched) if untouched else None
         if self._touched_at is not None:
             nodes = self._touched_at[count]
             touched = nodes[0] if nodes else None

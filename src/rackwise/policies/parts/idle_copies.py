@@ -124,6 +124,9 @@ class IdleCopies:
         for job_id, state in running.items():
             if job_id in preempted:
                 continue
+            if state.copies == 1:  # most jobs: nothing to shed
+                blocks[job_id] = [state.gpu_ids]
+                continue
             own = copy_blocks(state)
             kept = own[:1] + [block for block in own[1:] if taken.isdisjoint(block)]
             if len(kept) < len(own):
