@@ -190,10 +190,11 @@ class Gavel(BasePolicy):
         self._account(view, now)
         if self.dirty_ and self._gate_open(now):
             self._recompute(view, active, rates, now)
-        decisions = self._run_round(view, active, rates, now)
+        runnable = (rates > 0).any(axis=1)  # on some GPU type
+        decisions = self._run_round(view, active, rates, runnable, now)
         if self.whole_steps:
             self._start_micro_tasks(active, rates, now)
-        stuck = [s.job_id for s, r in zip(active, rates) if not (r > 0).any()]
+        stuck = [active[i].job_id for i in np.flatnonzero(~runnable)]
         wake = self._wake_at(view, now) if self.span_types or len(stuck) < len(active) else None
         unplaced = {job_id: "needs more GPUs than any single GPU type has" for job_id in stuck
                     if self.span_types is False}
@@ -343,7 +344,7 @@ class Gavel(BasePolicy):
         return lp.finish_time_fairness(rates, remaining, age, iso, n_gpus, capacity)[0]
 
     def _run_round(self, view: ClusterView, active: list[JobState], rates: np.ndarray,
-                   now: float) -> Decisions:
+                   runnable: np.ndarray, now: float) -> Decisions:
         types = self.rates_.types
         in_x = [i for i, s in enumerate(active) if s.job_id in self.alloc_]
         free_count = self.rates_.capacity.astype(int).copy()
@@ -352,9 +353,11 @@ class Gavel(BasePolicy):
         if in_x:
             # One row per job in X, then one per pair in Y (space sharing).
             rows: list[tuple[int, ...]] = [(i,) for i in in_x]
-            x = np.vstack([self.alloc_[active[i].job_id] for i in in_x])
-            times = np.vstack([self.job_time_[active[i].job_id] for i in in_x])
-            deficit = np.vstack([self.deficit_[active[i].job_id] for i in in_x])
+            # np.array stacks equal-length rows in C, where vstack reshapes each row first
+            ids = [active[i].job_id for i in in_x]
+            x = np.array([self.alloc_[job_id] for job_id in ids], dtype=float)
+            times = np.array([self.job_time_[job_id] for job_id in ids], dtype=float)
+            deficit = np.array([self.deficit_[job_id] for job_id in ids], dtype=float)
             runs = rates[in_x] > 0
             pairs = self._active_pairs(active)
             if pairs:
@@ -379,7 +382,7 @@ class Gavel(BasePolicy):
                         if len(members) == 2:
                             partner[members[0]], partner[members[1]] = members[1], members[0]
                         free_count[j] -= need
-        return self._place(view, active, chosen, partner, types)
+        return self._place(view, active, chosen, partner, types, runnable)
 
     def _active_pairs(self, active: list[JobState]) -> list[tuple[tuple[int, int], tuple[str, str]]]:
         """Pairs given time in Y whose jobs are both active: ((index, index), key)."""
@@ -400,7 +403,7 @@ class Gavel(BasePolicy):
         return [int(j) for j in self.rng_.permutation(rates.shape[1])]
 
     def _place(self, view: ClusterView, active: list[JobState], chosen: dict[int, int],
-               partner: dict[int, int], types: tuple[str, ...]) -> Decisions:
+               partner: dict[int, int], types: tuple[str, ...], runnable: np.ndarray) -> Decisions:
         free = view.tentative()
         keep = self._kept(view, active, chosen, partner, types)
         preempt: list[str] = []
@@ -410,8 +413,7 @@ class Gavel(BasePolicy):
                 if state.partner not in keep and state.partner not in preempt:
                     free.give(state.gpu_ids)
                 preempt.append(state.job_id)
-        wide = [i for i, s in enumerate(active) if self.span_types and i not in chosen
-                and not (self.rates_.of(view, s) > 0).any()]
+        wide = [int(i) for i in np.flatnonzero(~runnable) if i not in chosen] if self.span_types else []
         for index in wide:  # re-placed below, after the jobs of the round
             if active[index].status is Status.RUNNING and active[index].job_id not in preempt:
                 preempt.append(active[index].job_id)
