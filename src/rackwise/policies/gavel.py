@@ -190,7 +190,7 @@ class Gavel(BasePolicy):
         self._account(view, now)
         if self.dirty_ and self._gate_open(now):
             self._recompute(view, active, rates, now)
-        runnable = (rates > 0).any(axis=1)  # on some GPU type
+        runnable: np.ndarray = np.asarray((rates > 0).any(axis=1))  # on some GPU type
         decisions = self._run_round(view, active, rates, runnable, now)
         if self.whole_steps:
             self._start_micro_tasks(active, rates, now)
