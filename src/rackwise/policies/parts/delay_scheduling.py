@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Mapping, Sequence
+from bisect import bisect_left, insort
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -114,6 +115,8 @@ class DelayScheduling:
         self._waits: dict[str, WaitState] = {}
         self._class_of: dict[str, str] = {}
         self._fifo_key: dict[str, tuple[float, str]] = {}
+        # The FIFO keys of the jobs with a wait, sorted: the queue's order without a sort per pass.
+        self._queue: list[tuple[float, str]] = []
         self._deadlines: list[tuple[float, str]] = []  # a heap; entries go stale, see below
         self._target_of: dict[int, int] = {}  # target level per GPU count (one topology a run)
 
@@ -157,6 +160,7 @@ class DelayScheduling:
     def started_outside(self, job_id: str) -> None:
         """A waiting job was started by the policy after the pass: drop its wait."""
         wait = self._waits.pop(job_id)
+        self._dequeue(job_id)
         if self._tuner is not None:
             self._tuner.note_start(wait.cls, None, 0.0)
 
@@ -169,13 +173,22 @@ class DelayScheduling:
         return cls
 
     # ------------------------------------------------------------------- pass
-    def _ordered(self, view: ClusterView, now: float) -> list[str]:
+    def _ordered(self, view: ClusterView, now: float) -> Iterable[str]:
+        """The pending jobs with a wait (after `_new_waits`: all of them), in the pass's order.
+
+        In FIFO order it reads the sorted queue as it goes, so a pass that stops
+        early costs the jobs it looked at; the queue must not change meanwhile.
+        """
         pending, keys = view.pending, self._fifo_key
-        for job_id in pending.keys() - keys.keys():  # jobs the hooks never saw
-            keys[job_id] = (pending[job_id].job.submit_time, job_id)
         if self._params.ordering == "las":
-            return sorted(pending, key=lambda j: (pending[j].attained_service_gpu_s(now), keys[j]))
-        return sorted(pending, key=keys.__getitem__)
+            return sorted((job_id for job_id in pending if job_id in self._waits),
+                          key=lambda j: (pending[j].attained_service_gpu_s(now), keys[j]))
+        # a job that left the queue without starting here (a live cluster's cancel) keeps its entry
+        return (job_id for _, job_id in self._queue if job_id in pending)
+
+    def _dequeue(self, job_id: str) -> None:
+        queue = self._queue
+        del queue[bisect_left(queue, self._fifo_key[job_id])]
 
     def _new_waits(self, view: ClusterView) -> None:
         """A wait for every pending job without one (a new arrival, or a preempted job back
@@ -186,9 +199,14 @@ class DelayScheduling:
             return
         target_of, class_of = self._target_of, self._class_of
         deadlines, only_class = self._deadlines, self._only_class
+        keys, queue = self._fifo_key, self._queue
         for job_id in sorted(new):
             state = pending[job_id]
             job = state.job
+            key = keys.get(job_id)
+            if key is None:  # a job the hooks never saw
+                key = keys[job_id] = (job.submit_time, job_id)
+            insort(queue, key)
             target = target_of.get(job.n_gpus)
             if target is None:
                 target = target_of[job.n_gpus] = target_level(view.topology, job.n_gpus)
@@ -267,6 +285,7 @@ class DelayScheduling:
         starts: list[Start] = []
         victims: list[str] = []
         restarts: list[Start] = []
+        started: list[str] = []  # leave the queue once the pass has read it
         earliest: float | None = None
         for job_id in self._ordered(view, now):
             wait = waits[job_id]
@@ -302,6 +321,7 @@ class DelayScheduling:
                 free.take(gpus)
                 starts.append(Start(job_id, gpus))
                 del waits[job_id]
+                started.append(job_id)
                 if tuner is not None:
                     won = (wait.allowed if not via_preemption and wait.allowed < L2
                            and placement_level(view.topology, gpus) == wait.allowed else None)
@@ -312,6 +332,8 @@ class DelayScheduling:
             if (self._params.reserve_after_s is not None and wait.allowed == wait.target < L2
                     and now - state.queued_since >= self._params.reserve_after_s):
                 self._hold(free, wait, n_gpus)
+        for job_id in started:
+            self._dequeue(job_id)
         starts.extend(restarts)
         wake_at = self._earliest_deadline()
         if tuner is not None:
