@@ -110,3 +110,44 @@ def test_every_job_finishes_and_strict_never_spreads_a_job_that_fits_a_node(draw
                     # the placement it finished on is its only one: no preemption here
                     assert run.records[j.job_id].n_nodes == 1
                     assert all(placement_level(topology, g) == 0 for _, g in run.placements[j.job_id])
+
+
+def test_a_waiting_job_the_cluster_drops_leaves_the_queue() -> None:
+    """A live cluster cancels a waiting job (reported as a completion), or drops one unannounced.
+
+    The queue is kept between passes, so each way out must take the job's wait
+    with it; a job dropped unannounced is noticed as the queue is read, and the
+    next pass forgets it. The job behind them still gets the node.
+    """
+    import numpy as np
+
+    from rackwise.cluster.allocation import Allocation
+    from rackwise.engine.view import ClusterView
+    from rackwise.perf.base import IdealPerf
+    from rackwise.workload.state import JobState
+
+    node = uniform_cluster(1, gpus_per_node=8, nodes_per_rack=1)
+    allocation = Allocation(node)
+    allocation.allocate("other", range(8))
+    a, b, c = job("a", 0, 8, 100), job("b", 1, 8, 100), job("c", 2, 8, 100)
+    pending = {j.job_id: JobState(j) for j in (a, b)}
+    view = ClusterView(node, allocation, pending, {}, IdealPerf())
+    policy = ConsolidateStrict()
+    policy.reset(view, np.random.default_rng(0))
+    for j in (a, b):
+        policy.on_arrival(j, 2.0)
+    assert policy.schedule(view, 2.0).start == ()  # the node is busy
+    assert set(policy.delay.waits) == {"a", "b"}
+
+    del pending["a"]  # cancelled: the live driver reports it as done
+    policy.on_completion(a, 3.0)
+    assert policy.schedule(view, 3.0).start == ()
+    assert set(policy.delay.waits) == {"b"}
+
+    del pending["b"]  # gone without a word, and c never announced
+    pending["c"] = JobState(c)
+    allocation.release(range(8))
+    first = policy.schedule(view, 4.0).start
+    starts = first or policy.schedule(view, 4.0).start
+    assert [s.job_id for s in starts] == ["c"]
+    assert set(policy.delay.waits) == set()

@@ -22,7 +22,7 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left, insort
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -117,6 +117,7 @@ class DelayScheduling:
         self._fifo_key: dict[str, tuple[float, str]] = {}
         # The FIFO keys of the jobs with a wait, sorted: the queue's order without a sort per pass.
         self._queue: list[tuple[float, str]] = []
+        self._stale = False  # a wait was found whose job left the queue unannounced
         self._deadlines: list[tuple[float, str]] = []  # a heap; entries go stale, see below
         self._target_of: dict[int, int] = {}  # target level per GPU count (one topology a run)
 
@@ -165,7 +166,13 @@ class DelayScheduling:
             self._tuner.note_start(wait.cls, None, 0.0)
 
     def on_completion(self, job: Job) -> str | None:
-        """Forget the job; its class, if it had one (the tuner is told its duration)."""
+        """Forget the job; its class, if it had one (the tuner is told its duration).
+
+        A live cluster reports a waiting job it cancelled, or moved against the
+        policy's decision, this way too: its wait goes.
+        """
+        if self._waits.pop(job.job_id, None) is not None:
+            self._dequeue(job.job_id)
         self._fifo_key.pop(job.job_id, None)
         cls = self._class_of.pop(job.job_id, None)
         if self._tuner is not None and cls is not None:
@@ -183,8 +190,14 @@ class DelayScheduling:
         if self._params.ordering == "las":
             return sorted((job_id for job_id in pending if job_id in self._waits),
                           key=lambda j: (pending[j].attained_service_gpu_s(now), keys[j]))
-        # a job that left the queue without starting here (a live cluster's cancel) keeps its entry
-        return (job_id for _, job_id in self._queue if job_id in pending)
+        return self._in_fifo_order(pending)
+
+    def _in_fifo_order(self, pending: Mapping[str, JobState]) -> Iterator[str]:
+        for _, job_id in self._queue:
+            if job_id in pending:
+                yield job_id
+            else:  # it left the queue unannounced: `_new_waits` looks at every wait next time
+                self._stale = True
 
     def _dequeue(self, job_id: str) -> None:
         queue = self._queue
@@ -194,6 +207,13 @@ class DelayScheduling:
         """A wait for every pending job without one (a new arrival, or a preempted job back
         in the queue): it starts over at its target level."""
         pending, waits = view.pending, self._waits
+        if self._stale:
+            self._stale = False
+            for job_id in [job_id for job_id in waits if job_id not in pending]:
+                del waits[job_id]
+                self._dequeue(job_id)
+        elif len(waits) == len(pending):
+            return  # waits are kept for pending jobs only (see on_completion): none lacks one
         new = pending.keys() - waits.keys()
         if not new:
             return
