@@ -114,12 +114,14 @@ class JobTypes:
 
     @classmethod
     def of(cls, rates: np.ndarray) -> JobTypes:
-        usable = tuple(int(r) for r in np.flatnonzero(rates > 0))
-        at_least = tuple(tuple(int(t) for t in np.flatnonzero(rates >= rates[r])) for r in usable)
-        fastest = tuple(int(r) for r in np.argsort(-rates, kind="stable") if rates[r] > 0)
-        tiers = tuple(tuple(int(t) for t in np.flatnonzero(rates == rate))
-                      for rate in sorted({float(rates[r]) for r in usable}, reverse=True))
-        return cls(tuple(rates.tolist()), usable, at_least, fastest, tiers)
+        # Plain floats and lists: a handful of types, asked once for every job.
+        values: list[float] = np.asarray(rates, dtype=float).tolist()
+        usable = tuple(t for t, rate in enumerate(values) if rate > 0)
+        at_least = tuple(tuple(t for t, rate in enumerate(values) if rate >= values[r]) for r in usable)
+        fastest = tuple(sorted(usable, key=lambda t: -values[t]))  # stable: ties to the lower index
+        tiers = tuple(tuple(t for t in usable if values[t] == rate)
+                      for rate in sorted({values[t] for t in usable}, reverse=True))
+        return cls(tuple(values), usable, at_least, fastest, tiers)
 
 
 # A job to plan this round: (state, remaining iterations, slots since arrival, gamma3, its types).
