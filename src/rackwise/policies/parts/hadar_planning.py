@@ -124,6 +124,8 @@ class JobTypes:
         return cls(tuple(values), usable, at_least, fastest, tiers)
 
 
+_UTILITIES_KEPT = 1 << 18  # utilities remembered at most (then forgotten all at once)
+
 # A job to plan this round: (state, remaining iterations, slots since arrival, gamma3, its types).
 _Planned = tuple[JobState, float, int, float, JobTypes]
 
@@ -148,12 +150,14 @@ class HadarPlanner:
         self._clock = RoundClock(params.round_s)
         types = self._rates.types
         self._node_type = [types.index(n.gpu_type) for n in view.topology.nodes]
+        self._capacities = [n.n_gpus for n in view.topology.nodes]
         self._type_nodes = [self._rates.nodes[t] for t in types]
         self._min_nodes_of: dict[tuple[int, int], int] = {}
         self._d_min: dict[str, int] = {}
         self._types: dict[str, JobTypes] = {}
         # A running job's layout, with the GPUs and copies it was read from: kept while they stay.
         self._current: dict[str, tuple[tuple[tuple[int, ...], int], Layout]] = {}
+        self._utilities: dict[tuple[int, float], float] = {}  # (slots, gamma3) -> utility: see `_f`
 
     @property
     def node_type(self) -> Sequence[int]:
@@ -203,7 +207,9 @@ class HadarPlanner:
         delta = self._params.round_s
         spread = self._params.spread_factor
         jobs: list[_Planned] = []
-        densities = []
+        # The price curve's ends: half the lowest spread density, and each type's highest density.
+        lowest = math.inf
+        upper: list[float | None] = [None] * len(self._rates.types)
         for state in active:
             rates = self._rates.of(view, state)
             types = self._job_types(state.job_id, rates)
@@ -217,19 +223,22 @@ class HadarPlanner:
             for r in types.usable:
                 rate = types.rates[r]
                 d = max(1, math.ceil(remaining / (delta * rate)))
-                f = self._f(elapsed + d, gamma3)
+                density = self._f(elapsed + d, gamma3) / (n_gpus * d)
+                highest = upper[r]
+                if highest is None or density > highest:
+                    upper[r] = density
                 # The floor assumes the spread penalty too, so a job that must span
                 # nodes (or types) is still admitted into an empty cluster.
                 d_spread = max(1, math.ceil(remaining / (delta * rate * spread)))
                 f_spread = self._f(elapsed + d_spread, gamma3) / (n_gpus * d_spread)
-                densities.append((r, f / (n_gpus * d), f_spread))
+                if f_spread < lowest:
+                    lowest = f_spread
         if not jobs:
             return {}
-        lower = 0.5 * min(v for _, _, v in densities)
-        upper = [max([v for r, v, _ in densities if r == t] or [lower]) for t in range(len(self._rates.types))]
-        book = PriceBook([n.n_gpus for n in view.topology.nodes], lower,
-                         [max(upper[t], lower) for t in self._node_type], self._params.horizon_slots,
-                         groups=self._node_type)
+        lower = 0.5 * lowest
+        type_upper = [lower if u is None else max(u, lower) for u in upper]
+        book = PriceBook(self._capacities, lower, list(map(type_upper.__getitem__, self._node_type)),
+                         self._params.horizon_slots, groups=self._node_type)
         jobs = self._in_planning_order(jobs)
         layouts: dict[str, Layout] = {}
         for state, remaining, elapsed, gamma3, types in jobs:
@@ -287,15 +296,28 @@ class HadarPlanner:
                 rows.append([])
         return rows
 
-    def _f(self, slots: float, gamma3: float) -> float:
-        return sigmoid_utility(slots, self._params.utility_gamma1, self._params.utility_gamma2, gamma3)
+    def _f(self, slots: int, gamma3: float) -> float:
+        """The utility of finishing ``slots`` slots after arrival, for a job whose knee is ``gamma3``.
+
+        Remembered: a job running at full speed finishes in the same slot round
+        after round, and every round asks again.
+        """
+        key = (slots, gamma3)
+        value = self._utilities.get(key)
+        if value is None:
+            if len(self._utilities) >= _UTILITIES_KEPT:
+                self._utilities.clear()
+            value = self._utilities[key] = sigmoid_utility(
+                slots, self._params.utility_gamma1, self._params.utility_gamma2, gamma3)
+        return value
 
     def _finish_utility(self, elapsed: int, gamma3: float) -> Callable[[int], float]:
         """The utility of finishing in slot t of this round's plan (slot 0 is now), as a function of t."""
-        gamma1, gamma2 = self._params.utility_gamma1, self._params.utility_gamma2
+        known, f = self._utilities, self._f
 
         def utility(t: int) -> float:
-            return sigmoid_utility(elapsed + t + 1, gamma1, gamma2, gamma3)
+            value = known.get((elapsed + t + 1, gamma3))
+            return value if value is not None else f(elapsed + t + 1, gamma3)
 
         return utility
 

@@ -156,8 +156,13 @@ def best_plan(options: Sequence[Sequence[Option]], work: float, utility: Callabl
     """
     if not options:
         return None
+    first = options[0]
+    if len(first) == 1 and options.count(first) == len(options):
+        # The same single option in every slot (a book whose slots hold equal loads, as
+        # they mostly do): the floor and the greedy's order need no search.
+        return _uniform_plan(first[0], len(options), work, utility, max_wait_slots)
     fills: tuple[list[Option | None], ...]
-    if all(len(row) <= 1 for row in options):
+    if max(map(len, options)) <= 1:
         # One option a slot at most (the common case): the cheapest is the fastest.
         by_ratio = by_speed = [row[0] if row else None for row in options]
         fills = (by_ratio,)
@@ -209,6 +214,48 @@ def best_plan(options: Sequence[Sequence[Option]], work: float, utility: Callabl
 Picked = tuple[Sequence[Option | None], tuple[float, list[int], int] | None]  # (fill's rows, greedy)
 
 
+def _uniform_plan(option: Option, n_slots: int, work: float, utility: Callable[[int], float],
+                  max_wait_slots: int) -> Plan | None:
+    """`best_plan` when every one of the ``n_slots`` slots offers just ``option``: the same steps, less search.
+
+    Every slot has the same cost per progress, so the greedy takes the
+    explicit slots in order, then the tail: the fill is `_greedy`'s own, on
+    entries already in its order.
+    """
+    row: list[Option | None] = [option] * n_slots
+    t_min = _earliest_finish(row, work)
+    if t_min is None:
+        return None
+    candidates = range(t_min, t_min + max_wait_slots + 1)
+    utilities = [utility(t_hat) for t_hat in candidates]
+    ratio = option.cost / option.progress
+    covered = work - 1e-9 * (1.0 + option.progress)
+    if ratio > 0 and covered > 0 and max(utilities) <= ratio * covered * (1.0 - 1e-9):
+        return None  # `_cost_floor`'s test, its minimum and maximum over equal options
+    last = n_slots - 1
+    entries = [(ratio, -option.progress, t) for t in range(last)]  # sorted: equal but for t
+    best: Plan | None = None
+    repeat: tuple[int, tuple[float, list[int], int] | None] | None = None  # as in `best_plan`
+    for t_hat, finish_utility in zip(candidates, utilities):
+        n_rows = min(t_hat + 1, last)
+        n_tail = t_hat + 1 - n_rows
+        if repeat is not None and repeat[0] == n_rows:
+            picked = repeat[1]
+        else:
+            picked = _greedy(row, entries[:n_rows], option, n_tail, work)
+            repeat = (n_rows, picked) if picked is not None and picked[2] < n_tail else None
+        if picked is None:
+            continue
+        cost, used, n_used_tail = picked
+        payoff = finish_utility - cost
+        if payoff > 0 and (best is None or payoff > best.payoff):
+            slots = [(t, option) for t in sorted(used)]
+            if n_used_tail:
+                slots.append((last, option))
+            best = Plan(payoff, t_hat, tuple(slots), n_used_tail)
+    return best
+
+
 def _fill(fills: Sequence[Sequence[Option | None]], ordered: Sequence[list[Entry]], n_rows: int,
           n_tail: int, work: float) -> Picked:
     """The first fill whose greedy covers the work with the first ``n_rows`` slots and ``n_tail`` more."""
@@ -243,18 +290,19 @@ class PriceBook:
         # asked about, and changed, for every job; numpy scalars would cost more there.
         caps: list[int] = self.capacity.tolist()
         n_nodes = len(caps)
-        labels = [0] * n_nodes if groups is None else [int(g) for g in groups]
+        labels = [0] * n_nodes if groups is None else list(map(int, groups))
         self._caps = caps
         self._loads = [[0] * n_nodes for _ in range(horizon)]  # [slot][node]: committed GPUs
-        keys: dict[tuple[int, int, float], int] = {}
-        self._class_of = [keys.setdefault((g, c, float(u)), len(keys))
-                          for g, c, u in zip(labels, caps, upper)]
+        # Classes in order of their first node; the per-node loops run in C (a book is built every round).
+        node_keys = list(zip(labels, caps, np.asarray(upper, dtype=float).tolist()))
+        keys = {key: k for k, key in enumerate(dict.fromkeys(node_keys))}
+        self._class_of: list[int] = list(map(keys.__getitem__, node_keys))
         self._group_of = labels
         self._cap = [c for _, c, _ in keys]
         curves = [np.concatenate([[0.0], np.cumsum(position_prices(lower, u, c))]) for _, c, u in keys]
         # Plain floats: the same values, faster.
         self._cum_values: list[list[float]] = [curve.tolist() for curve in curves]
-        self._cum = [self._cum_values[k] for k in self._class_of]  # per node; a class's nodes share one
+        self._cum = list(map(self._cum_values.__getitem__, self._class_of))  # a class's nodes share one
         self._group_classes: dict[int, list[int]] = {}
         self._classes_of: dict[tuple[int, ...], list[int]] = {}
         for k, (g, _, _) in enumerate(keys):
@@ -266,8 +314,8 @@ class PriceBook:
         self._by_load = [[[list(members[k]) if g == 0 else [] for g in range(cap + 1)]
                           for k, cap in enumerate(self._cap)] for _ in range(horizon)]
         free = dict.fromkeys(self._group_classes, 0)
-        for g, c in zip(labels, caps):
-            free[g] += c
+        for (g, c, _), nodes in zip(keys, members):
+            free[g] += c * len(nodes)
         self._free = [dict(free) for _ in range(horizon)]
         self.memo: dict[object, Any] = {}  # answers worked out from the book, until it changes
 
@@ -332,9 +380,11 @@ class PriceBook:
             self._classes_of[key] = [k for g in key for k in self._group_classes.get(g, ())]
         return self._classes_of[key]
 
-    def free_in(self, slot: int, groups: Iterable[int]) -> int:
+    def free_in(self, slot: int, groups: Sequence[int]) -> int:
         """Free GPUs of the given groups' nodes in ``slot``."""
         free = self._free[slot]
+        if len(groups) == 1:  # most jobs can use one type only
+            return free.get(groups[0], 0)
         return sum([free.get(g, 0) for g in groups])
 
     def cheapest_node(self, slot: int, groups: Iterable[int], n_gpus: int) -> tuple[float, int] | None:
