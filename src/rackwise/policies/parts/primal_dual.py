@@ -270,6 +270,59 @@ def _fill(fills: Sequence[Sequence[Option | None]], ordered: Sequence[list[Entry
     return rows, picked
 
 
+@dataclass(frozen=True, slots=True)
+class _NodeClasses:
+    """A book's nodes in classes of one group, capacity and price curve (ids ascending in each).
+
+    Shared by books on the same cluster: read it, never change it.
+    """
+
+    class_of: list[int]  # per node
+    group: list[int]  # per class
+    capacity: list[int]  # per class
+    upper: list[float]  # per class: the top of its price curve
+    members: list[list[int]]  # per class
+    group_classes: dict[int, list[int]]  # group -> its classes, ascending
+    free: dict[int, int]  # group -> GPUs
+
+
+# Classes by (capacities, groups), for curves that are the same across each group:
+# a planner builds its books on the same cluster every round.
+_GROUPED: dict[tuple[tuple[int, ...], tuple[int, ...]], _NodeClasses] = {}
+
+
+def _node_classes(caps: list[int], labels: list[int], uppers: list[float]) -> _NodeClasses:
+    """Nodes of the same group, capacity and price-curve top form a class, in order of their first node."""
+    group_upper = dict(zip(labels, uppers))
+    if list(map(group_upper.__getitem__, labels)) != uppers:  # a group with several tops
+        return _classes_by_key(list(zip(labels, caps, uppers)))
+    key = (tuple(caps), tuple(labels))
+    grouped = _GROUPED.get(key)
+    if grouped is None:
+        if len(_GROUPED) >= 64:
+            _GROUPED.clear()
+        grouped = _GROUPED[key] = _classes_by_key([(g, c, 0.0) for g, c in zip(labels, caps)])
+    return _NodeClasses(grouped.class_of, grouped.group, grouped.capacity,
+                        list(map(group_upper.__getitem__, grouped.group)), grouped.members,
+                        grouped.group_classes, grouped.free)
+
+
+def _classes_by_key(node_keys: list[tuple[int, int, float]]) -> _NodeClasses:
+    """Classes of nodes with equal (group, capacity, top price), in order of their first node."""
+    keys = {key: k for k, key in enumerate(dict.fromkeys(node_keys))}
+    class_of = list(map(keys.__getitem__, node_keys))
+    members: list[list[int]] = [[] for _ in keys]
+    for node, k in enumerate(class_of):
+        members[k].append(node)
+    group_classes: dict[int, list[int]] = {}
+    free: dict[int, int] = {}
+    for k, (g, c, _) in enumerate(keys):
+        group_classes.setdefault(g, []).append(k)
+        free[g] = free.get(g, 0) + c * len(members[k])
+    return _NodeClasses(class_of, [g for g, _, _ in keys], [c for _, c, _ in keys], [u for _, _, u in keys],
+                        members, group_classes, free)
+
+
 class PriceBook:
     """Committed GPUs per node and slot over a short horizon, and their prices.
 
@@ -285,43 +338,39 @@ class PriceBook:
 
     def __init__(self, capacity: Sequence[int], lower: float, upper: Sequence[float],
                  horizon: int, groups: Sequence[int] | None = None) -> None:
-        self.capacity = np.asarray(capacity, dtype=int)
-        # Plain ints and lists on the hot paths: a book is built twice a round and
+        # Plain ints and lists on the hot paths: a book is built every round and
         # asked about, and changed, for every job; numpy scalars would cost more there.
-        caps: list[int] = self.capacity.tolist()
+        caps: list[int] = np.asarray(capacity, dtype=int).tolist()
         n_nodes = len(caps)
         labels = [0] * n_nodes if groups is None else list(map(int, groups))
+        uppers: list[float] = np.asarray(upper, dtype=float).tolist()
         self._caps = caps
-        self._loads = [[0] * n_nodes for _ in range(horizon)]  # [slot][node]: committed GPUs
-        # Classes in order of their first node; the per-node loops run in C (a book is built every round).
-        node_keys = list(zip(labels, caps, np.asarray(upper, dtype=float).tolist()))
-        keys = {key: k for k, key in enumerate(dict.fromkeys(node_keys))}
-        self._class_of: list[int] = list(map(keys.__getitem__, node_keys))
         self._group_of = labels
-        self._cap = [c for _, c, _ in keys]
-        curves = [np.concatenate([[0.0], np.cumsum(position_prices(lower, u, c))]) for _, c, u in keys]
+        self._loads = [[0] * n_nodes for _ in range(horizon)]  # [slot][node]: committed GPUs
+        classes = _node_classes(caps, labels, uppers)
+        self._class_of = classes.class_of
+        self._cap = classes.capacity
+        self._group_classes = classes.group_classes
+        self._classes_of: dict[tuple[int, ...], list[int]] = {}
+        curves = [np.concatenate([[0.0], np.cumsum(position_prices(lower, u, c))])
+                  for c, u in zip(classes.capacity, classes.upper)]
         # Plain floats: the same values, faster.
         self._cum_values: list[list[float]] = [curve.tolist() for curve in curves]
         self._cum = list(map(self._cum_values.__getitem__, self._class_of))  # a class's nodes share one
-        self._group_classes: dict[int, list[int]] = {}
-        self._classes_of: dict[tuple[int, ...], list[int]] = {}
-        for k, (g, _, _) in enumerate(keys):
-            self._group_classes.setdefault(g, []).append(k)
-        members: list[list[int]] = [[] for _ in keys]
-        for node, k in enumerate(self._class_of):
-            members[k].append(node)
         # _by_load[slot][class][g]: the class's nodes holding g committed GPUs, ascending.
-        self._by_load = [[[list(members[k]) if g == 0 else [] for g in range(cap + 1)]
-                          for k, cap in enumerate(self._cap)] for _ in range(horizon)]
-        free = dict.fromkeys(self._group_classes, 0)
-        for (g, c, _), nodes in zip(keys, members):
-            free[g] += c * len(nodes)
-        self._free = [dict(free) for _ in range(horizon)]
+        self._by_load = [[[list(nodes) if g == 0 else [] for g in range(cap + 1)]
+                          for nodes, cap in zip(classes.members, classes.capacity)] for _ in range(horizon)]
+        self._free = [dict(classes.free) for _ in range(horizon)]
         self.memo: dict[object, Any] = {}  # answers worked out from the book, until it changes
 
     @property
     def horizon(self) -> int:
         return len(self._loads)
+
+    @property
+    def capacity(self) -> np.ndarray:
+        """GPUs of each node."""
+        return np.asarray(self._caps, dtype=int)
 
     @property
     def load(self) -> np.ndarray:
