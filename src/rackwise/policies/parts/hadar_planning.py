@@ -471,10 +471,12 @@ def used_book(view: ClusterView, layouts: dict[str, Layout], node_type: Sequence
     topology = view.topology
     book = PriceBook([n.n_gpus for n in topology.nodes], 1.0, [1.0] * topology.n_nodes, 1,
                      groups=node_type)
-    for job_id in sorted(layouts):
-        for take in layouts[job_id]:
+    loads = [0] * topology.n_nodes
+    for layout in layouts.values():
+        for take in layout:
             for node, n in take:
-                book.take(0, node, n)
+                loads[node] += n
+    book.set_loads(0, loads)
     return book
 
 

@@ -418,6 +418,24 @@ class PriceBook:
         if self.memo:
             self.memo.clear()
 
+    def set_loads(self, slot: int, loads: Sequence[int]) -> None:
+        """Make ``loads`` (GPUs per node) the committed GPUs of ``slot``, all at once."""
+        caps = self._caps
+        if len(loads) != len(caps):
+            raise ValueError(f"{len(loads)} loads for {len(caps)} nodes")
+        by_load: list[list[list[int]]] = [[[] for _ in range(cap + 1)] for cap in self._cap]
+        free = dict.fromkeys(self._free[slot], 0)
+        for node, (k, g, cap) in enumerate(zip(self._class_of, loads, caps)):
+            if not 0 <= g <= cap:
+                raise ValueError(f"node {node} has {cap} GPUs, not {g}")
+            by_load[k][g].append(node)  # ascending, as `take` keeps them
+            free[self._group_of[node]] += cap - g
+        self._loads[slot] = list(loads)
+        self._by_load[slot] = by_load
+        self._free[slot] = free
+        if self.memo:
+            self.memo.clear()
+
     def commit(self, plan: Plan) -> None:
         for slot, option in plan.slots:
             for node, n in option.take:
