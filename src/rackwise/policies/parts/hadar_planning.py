@@ -116,6 +116,10 @@ class JobTypes:
     def of(cls, rates: np.ndarray) -> JobTypes:
         # Plain floats and lists: a handful of types, asked once for every job.
         values: list[float] = np.asarray(rates, dtype=float).tolist()
+        if len(values) == 1:  # one GPU type: usable or not
+            if values[0] > 0:
+                return cls((values[0],), (0,), ((0,),), (0,), ((0,),))
+            return cls((values[0],), (), (), (), ())
         usable = tuple(t for t, rate in enumerate(values) if rate > 0)
         at_least = tuple(tuple(t for t, rate in enumerate(values) if rate >= values[r]) for r in usable)
         fastest = tuple(sorted(usable, key=lambda t: -values[t]))  # stable: ties to the lower index
@@ -124,7 +128,7 @@ class JobTypes:
         return cls(tuple(values), usable, at_least, fastest, tiers)
 
 
-_UTILITIES_KEPT = 1 << 18  # utilities remembered at most (then forgotten all at once)
+_UTILITIES_KEPT = 1 << 16  # utilities remembered at most (then forgotten all at once)
 
 # A job to plan this round: (state, remaining iterations, slots since arrival, gamma3, its types).
 _Planned = tuple[JobState, float, int, float, JobTypes]
@@ -158,6 +162,7 @@ class HadarPlanner:
         # A running job's layout, with the GPUs and copies it was read from: kept while they stay.
         self._current: dict[str, tuple[tuple[tuple[int, ...], int], Layout]] = {}
         self._utilities: dict[tuple[int, float], float] = {}  # (slots, gamma3) -> utility: see `_f`
+        self._constants: dict[str, tuple[JobTypes, float]] = {}  # see `_job_constants`
 
     @property
     def node_type(self) -> Sequence[int]:
@@ -174,6 +179,7 @@ class HadarPlanner:
         self._d_min.pop(job_id, None)
         self._types.pop(job_id, None)
         self._current.pop(job_id, None)
+        self._constants.pop(job_id, None)
 
     def _job_types(self, job_id: str, rates: np.ndarray) -> JobTypes:
         # A job's rates are cached until it completes, so what follows from them is too.
@@ -195,6 +201,13 @@ class HadarPlanner:
         return Decisions(start=decisions.start, preempt=decisions.preempt,
                          wake_at=self._clock.wake_at(view, now))
 
+    def _job_constants(self, view: ClusterView, state: JobState) -> tuple[JobTypes, float]:
+        """A job's usable types and utility knee (0 if it can use no type), kept until it completes."""
+        rates = self._rates.of(view, state)
+        types = self._job_types(state.job_id, rates)
+        known = self._constants[state.job_id] = (types, self._gamma3(state, rates) if types.usable else 0.0)
+        return known
+
     def _gamma3(self, state: JobState, rates: np.ndarray) -> float:
         """The utility's knee: a multiple of the fewest slots the whole job could take."""
         if state.job_id not in self._d_min:
@@ -210,14 +223,16 @@ class HadarPlanner:
         # The price curve's ends: half the lowest spread density, and each type's highest density.
         lowest = math.inf
         upper: list[float | None] = [None] * len(self._rates.types)
+        constants = self._constants
         for state in active:
-            rates = self._rates.of(view, state)
-            types = self._job_types(state.job_id, rates)
+            known = constants.get(state.job_id)
+            if known is None:
+                known = self._job_constants(view, state)
+            types, gamma3 = known
             if not types.usable:
                 continue
             remaining = state.remaining_iters(now)
             elapsed = int((now - state.job.submit_time) // delta)
-            gamma3 = self._gamma3(state, rates)
             jobs.append((state, remaining, elapsed, gamma3, types))
             n_gpus = state.job.n_gpus
             for r in types.usable:
