@@ -65,3 +65,18 @@ def test_books_with_a_top_per_node_or_per_group_price_alike(tops: list[float]) -
     for node, top in enumerate(tops):
         alone = PriceBook([4], 0.5, [top], 1)
         assert math.isclose(per_node.cost(0, node, 3), alone.cost(0, 0, 3), rel_tol=0, abs_tol=0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_the_emptiest_node_is_the_first_most_free_first_yields(data: st.DataObject) -> None:
+    caps = data.draw(st.lists(st.sampled_from([2, 4, 8]), min_size=1, max_size=12))
+    groups = data.draw(st.lists(st.integers(0, 2), min_size=len(caps), max_size=len(caps)))
+    book = PriceBook(caps, 1.0, [4.0] * len(caps), 1, groups=groups)
+    book.set_loads(0, [data.draw(st.integers(0, cap)) for cap in caps])
+    excluded = set(data.draw(st.lists(st.integers(0, len(caps) - 1), max_size=4)))
+    for group_set in [(0,), (1,), (0, 2), (0, 1, 2)]:
+        for n in (1, 2, 4, 8):
+            expected = next((node for node, free in book.most_free_first(0, group_set)
+                             if free >= n and node not in excluded), None)
+            assert book.emptiest_node(0, group_set, n, excluded) == expected

@@ -482,6 +482,25 @@ class PriceBook:
             for node in lists[0] if len(lists) == 1 else heapq.merge(*lists):
                 yield node, free
 
+    def emptiest_node(self, slot: int, groups: Iterable[int], n_gpus: int,
+                      excluded: set[int] | frozenset[int] = frozenset()) -> int | None:
+        """The first node `most_free_first` yields with ``n_gpus`` free and not in ``excluded``, or None."""
+        classes = self._classes(groups)
+        by_load = self._by_load[slot]
+        caps = self._cap
+        for free in range(max((caps[k] for k in classes), default=0), max(n_gpus, 1) - 1, -1):
+            best: int | None = None
+            for k in classes:
+                if caps[k] >= free:
+                    for node in by_load[k][caps[k] - free]:  # ascending: the first not excluded is the lowest
+                        if node not in excluded:
+                            if best is None or node < best:
+                                best = node
+                            break
+            if best is not None:
+                return best
+        return None
+
     def with_free(self, slot: int, groups: Iterable[int]) -> list[int]:
         """The groups' nodes with any free GPU in ``slot``, ascending."""
         by_load = self._by_load[slot]
