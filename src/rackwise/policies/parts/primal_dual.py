@@ -488,6 +488,13 @@ class PriceBook:
         classes = self._classes(groups)
         by_load = self._by_load[slot]
         caps = self._cap
+        if len(classes) == 1:  # one class: its load lists, least loaded first
+            k = classes[0]
+            for nodes in by_load[k][:max(caps[k] - max(n_gpus, 1) + 1, 0)]:
+                for node in nodes:
+                    if node not in excluded:
+                        return node
+            return None
         for free in range(max((caps[k] for k in classes), default=0), max(n_gpus, 1) - 1, -1):
             best: int | None = None
             for k in classes:
