@@ -137,19 +137,25 @@ def add_copies(book: PriceBook, jobs: Sequence[Forkable], layouts: dict[str, Lay
     (of one rack, given each node's rack in ``node_rack``).
     """
     forkable = [job for job in jobs if job.job_id in layouts]
+    # The nodes each job's copies hold, kept as copies are added.
+    used = {job.job_id: {node for take in layouts[job.job_id] for node, _ in take} for job in forkable}
     while forkable:
         # A job that gets no copy in a pass never will (nodes only fill up): drop it.
-        forkable = [job for job in forkable if _fork(book, job, layouts, params, cap, widest, node_rack)]
+        forkable = [job for job in forkable
+                    if _fork(book, job, layouts, used[job.job_id], params, cap, widest, node_rack)]
 
 
-def _fork(book: PriceBook, job: Forkable, layouts: dict[str, Layout], params: ForkParameters,
-          cap: int, widest: Mapping[int, int], node_rack: Sequence[int] | None) -> bool:
-    """Add one copy of the job on the best node left, if any; whether one was added."""
+def _fork(book: PriceBook, job: Forkable, layouts: dict[str, Layout], used: set[int],
+          params: ForkParameters, cap: int, widest: Mapping[int, int],
+          node_rack: Sequence[int] | None) -> bool:
+    """Add one copy of the job on the best node left, if any; whether one was added.
+
+    ``used``: the nodes the job's copies hold, updated here.
+    """
     layout = layouts[job.job_id]
     n = job.n_gpus
     if len(layout) >= cap:
         return False
-    used = {node for take in layout for node, _ in take}
     node = _copy_node(book, job.tiers, n, used)
     if node is not None:
         copy: Take = ((node, n),)
@@ -164,6 +170,7 @@ def _fork(book: PriceBook, job: Forkable, layouts: dict[str, Layout], params: Fo
         return False
     for node, k in copy:
         book.take(0, node, k)
+        used.add(node)
     layouts[job.job_id] = (*layout, copy)
     return True
 
@@ -194,9 +201,7 @@ def _copy_nodes(book: PriceBook, tiers: Tiers, n_gpus: int, used: set[int],
 def _copy_node(book: PriceBook, tiers: Tiers, n_gpus: int, used: set[int]) -> int | None:
     """The fastest type first, then the emptiest node, then the lowest id; None if none fits."""
     for types in tiers:
-        for node, free in book.most_free_first(0, types):
-            if free < n_gpus:
-                break
-            if node not in used:
-                return node
+        node = book.emptiest_node(0, types, n_gpus, used)
+        if node is not None:
+            return node
     return None

@@ -114,13 +114,21 @@ class JobTypes:
 
     @classmethod
     def of(cls, rates: np.ndarray) -> JobTypes:
-        usable = tuple(int(r) for r in np.flatnonzero(rates > 0))
-        at_least = tuple(tuple(int(t) for t in np.flatnonzero(rates >= rates[r])) for r in usable)
-        fastest = tuple(int(r) for r in np.argsort(-rates, kind="stable") if rates[r] > 0)
-        tiers = tuple(tuple(int(t) for t in np.flatnonzero(rates == rate))
-                      for rate in sorted({float(rates[r]) for r in usable}, reverse=True))
-        return cls(tuple(rates.tolist()), usable, at_least, fastest, tiers)
+        # Plain floats and lists: a handful of types, asked once for every job.
+        values: list[float] = np.asarray(rates, dtype=float).tolist()
+        if len(values) == 1:  # one GPU type: usable or not
+            if values[0] > 0:
+                return cls((values[0],), (0,), ((0,),), (0,), ((0,),))
+            return cls((values[0],), (), (), (), ())
+        usable = tuple(t for t, rate in enumerate(values) if rate > 0)
+        at_least = tuple(tuple(t for t, rate in enumerate(values) if rate >= values[r]) for r in usable)
+        fastest = tuple(sorted(usable, key=lambda t: -values[t]))  # stable: ties to the lower index
+        tiers = tuple(tuple(t for t in usable if values[t] == rate)
+                      for rate in sorted({values[t] for t in usable}, reverse=True))
+        return cls(tuple(values), usable, at_least, fastest, tiers)
 
+
+_UTILITIES_KEPT = 1 << 16  # utilities remembered at most (then forgotten all at once)
 
 # A job to plan this round: (state, remaining iterations, slots since arrival, gamma3, its types).
 _Planned = tuple[JobState, float, int, float, JobTypes]
@@ -146,12 +154,15 @@ class HadarPlanner:
         self._clock = RoundClock(params.round_s)
         types = self._rates.types
         self._node_type = [types.index(n.gpu_type) for n in view.topology.nodes]
+        self._capacities = [n.n_gpus for n in view.topology.nodes]
         self._type_nodes = [self._rates.nodes[t] for t in types]
         self._min_nodes_of: dict[tuple[int, int], int] = {}
         self._d_min: dict[str, int] = {}
         self._types: dict[str, JobTypes] = {}
         # A running job's layout, with the GPUs and copies it was read from: kept while they stay.
         self._current: dict[str, tuple[tuple[tuple[int, ...], int], Layout]] = {}
+        self._utilities: dict[tuple[int, float], float] = {}  # (slots, gamma3) -> utility: see `_f`
+        self._constants: dict[str, tuple[JobTypes, float]] = {}  # see `_job_constants`
 
     @property
     def node_type(self) -> Sequence[int]:
@@ -168,6 +179,7 @@ class HadarPlanner:
         self._d_min.pop(job_id, None)
         self._types.pop(job_id, None)
         self._current.pop(job_id, None)
+        self._constants.pop(job_id, None)
 
     def _job_types(self, job_id: str, rates: np.ndarray) -> JobTypes:
         # A job's rates are cached until it completes, so what follows from them is too.
@@ -189,6 +201,13 @@ class HadarPlanner:
         return Decisions(start=decisions.start, preempt=decisions.preempt,
                          wake_at=self._clock.wake_at(view, now))
 
+    def _job_constants(self, view: ClusterView, state: JobState) -> tuple[JobTypes, float]:
+        """A job's usable types and utility knee (0 if it can use no type), kept until it completes."""
+        rates = self._rates.of(view, state)
+        types = self._job_types(state.job_id, rates)
+        known = self._constants[state.job_id] = (types, self._gamma3(state, rates) if types.usable else 0.0)
+        return known
+
     def _gamma3(self, state: JobState, rates: np.ndarray) -> float:
         """The utility's knee: a multiple of the fewest slots the whole job could take."""
         if state.job_id not in self._d_min:
@@ -201,33 +220,40 @@ class HadarPlanner:
         delta = self._params.round_s
         spread = self._params.spread_factor
         jobs: list[_Planned] = []
-        densities = []
+        # The price curve's ends: half the lowest spread density, and each type's highest density.
+        lowest = math.inf
+        upper: list[float | None] = [None] * len(self._rates.types)
+        constants = self._constants
         for state in active:
-            rates = self._rates.of(view, state)
-            types = self._job_types(state.job_id, rates)
+            known = constants.get(state.job_id)
+            if known is None:
+                known = self._job_constants(view, state)
+            types, gamma3 = known
             if not types.usable:
                 continue
             remaining = state.remaining_iters(now)
             elapsed = int((now - state.job.submit_time) // delta)
-            gamma3 = self._gamma3(state, rates)
             jobs.append((state, remaining, elapsed, gamma3, types))
             n_gpus = state.job.n_gpus
             for r in types.usable:
                 rate = types.rates[r]
                 d = max(1, math.ceil(remaining / (delta * rate)))
-                f = self._f(elapsed + d, gamma3)
+                density = self._f(elapsed + d, gamma3) / (n_gpus * d)
+                highest = upper[r]
+                if highest is None or density > highest:
+                    upper[r] = density
                 # The floor assumes the spread penalty too, so a job that must span
                 # nodes (or types) is still admitted into an empty cluster.
                 d_spread = max(1, math.ceil(remaining / (delta * rate * spread)))
                 f_spread = self._f(elapsed + d_spread, gamma3) / (n_gpus * d_spread)
-                densities.append((r, f / (n_gpus * d), f_spread))
+                if f_spread < lowest:
+                    lowest = f_spread
         if not jobs:
             return {}
-        lower = 0.5 * min(v for _, _, v in densities)
-        upper = [max([v for r, v, _ in densities if r == t] or [lower]) for t in range(len(self._rates.types))]
-        book = PriceBook([n.n_gpus for n in view.topology.nodes], lower,
-                         [max(upper[t], lower) for t in self._node_type], self._params.horizon_slots,
-                         groups=self._node_type)
+        lower = 0.5 * lowest
+        type_upper = [lower if u is None else max(u, lower) for u in upper]
+        book = PriceBook(self._capacities, lower, list(map(type_upper.__getitem__, self._node_type)),
+                         self._params.horizon_slots, groups=self._node_type)
         jobs = self._in_planning_order(jobs)
         layouts: dict[str, Layout] = {}
         for state, remaining, elapsed, gamma3, types in jobs:
@@ -285,15 +311,28 @@ class HadarPlanner:
                 rows.append([])
         return rows
 
-    def _f(self, slots: float, gamma3: float) -> float:
-        return sigmoid_utility(slots, self._params.utility_gamma1, self._params.utility_gamma2, gamma3)
+    def _f(self, slots: int, gamma3: float) -> float:
+        """The utility of finishing ``slots`` slots after arrival, for a job whose knee is ``gamma3``.
+
+        Remembered: a job running at full speed finishes in the same slot round
+        after round, and every round asks again.
+        """
+        key = (slots, gamma3)
+        value = self._utilities.get(key)
+        if value is None:
+            if len(self._utilities) >= _UTILITIES_KEPT:
+                self._utilities.clear()
+            value = self._utilities[key] = sigmoid_utility(
+                slots, self._params.utility_gamma1, self._params.utility_gamma2, gamma3)
+        return value
 
     def _finish_utility(self, elapsed: int, gamma3: float) -> Callable[[int], float]:
         """The utility of finishing in slot t of this round's plan (slot 0 is now), as a function of t."""
-        gamma1, gamma2 = self._params.utility_gamma1, self._params.utility_gamma2
+        known, f = self._utilities, self._f
 
         def utility(t: int) -> float:
-            return sigmoid_utility(elapsed + t + 1, gamma1, gamma2, gamma3)
+            value = known.get((elapsed + t + 1, gamma3))
+            return value if value is not None else f(elapsed + t + 1, gamma3)
 
         return utility
 
@@ -447,10 +486,12 @@ def used_book(view: ClusterView, layouts: dict[str, Layout], node_type: Sequence
     topology = view.topology
     book = PriceBook([n.n_gpus for n in topology.nodes], 1.0, [1.0] * topology.n_nodes, 1,
                      groups=node_type)
-    for job_id in sorted(layouts):
-        for take in layouts[job_id]:
+    loads = [0] * topology.n_nodes
+    for layout in layouts.values():
+        for take in layout:
             for node, n in take:
-                book.take(0, node, n)
+                loads[node] += n
+    book.set_loads(0, loads)
     return book
 
 

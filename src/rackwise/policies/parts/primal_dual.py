@@ -156,8 +156,13 @@ def best_plan(options: Sequence[Sequence[Option]], work: float, utility: Callabl
     """
     if not options:
         return None
+    first = options[0]
+    if len(first) == 1 and options.count(first) == len(options):
+        # The same single option in every slot (a book whose slots hold equal loads, as
+        # they mostly do): the floor and the greedy's order need no search.
+        return _uniform_plan(first[0], len(options), work, utility, max_wait_slots)
     fills: tuple[list[Option | None], ...]
-    if all(len(row) <= 1 for row in options):
+    if max(map(len, options)) <= 1:
         # One option a slot at most (the common case): the cheapest is the fastest.
         by_ratio = by_speed = [row[0] if row else None for row in options]
         fills = (by_ratio,)
@@ -209,6 +214,48 @@ def best_plan(options: Sequence[Sequence[Option]], work: float, utility: Callabl
 Picked = tuple[Sequence[Option | None], tuple[float, list[int], int] | None]  # (fill's rows, greedy)
 
 
+def _uniform_plan(option: Option, n_slots: int, work: float, utility: Callable[[int], float],
+                  max_wait_slots: int) -> Plan | None:
+    """`best_plan` when every one of the ``n_slots`` slots offers just ``option``: the same steps, less search.
+
+    Every slot has the same cost per progress, so the greedy takes the
+    explicit slots in order, then the tail: the fill is `_greedy`'s own, on
+    entries already in its order.
+    """
+    row: list[Option | None] = [option] * n_slots
+    t_min = _earliest_finish(row, work)
+    if t_min is None:
+        return None
+    candidates = range(t_min, t_min + max_wait_slots + 1)
+    utilities = [utility(t_hat) for t_hat in candidates]
+    ratio = option.cost / option.progress
+    covered = work - 1e-9 * (1.0 + option.progress)
+    if ratio > 0 and covered > 0 and max(utilities) <= ratio * covered * (1.0 - 1e-9):
+        return None  # `_cost_floor`'s test, its minimum and maximum over equal options
+    last = n_slots - 1
+    entries = [(ratio, -option.progress, t) for t in range(last)]  # sorted: equal but for t
+    best: Plan | None = None
+    repeat: tuple[int, tuple[float, list[int], int] | None] | None = None  # as in `best_plan`
+    for t_hat, finish_utility in zip(candidates, utilities):
+        n_rows = min(t_hat + 1, last)
+        n_tail = t_hat + 1 - n_rows
+        if repeat is not None and repeat[0] == n_rows:
+            picked = repeat[1]
+        else:
+            picked = _greedy(row, entries[:n_rows], option, n_tail, work)
+            repeat = (n_rows, picked) if picked is not None and picked[2] < n_tail else None
+        if picked is None:
+            continue
+        cost, used, n_used_tail = picked
+        payoff = finish_utility - cost
+        if payoff > 0 and (best is None or payoff > best.payoff):
+            slots = [(t, option) for t in sorted(used)]
+            if n_used_tail:
+                slots.append((last, option))
+            best = Plan(payoff, t_hat, tuple(slots), n_used_tail)
+    return best
+
+
 def _fill(fills: Sequence[Sequence[Option | None]], ordered: Sequence[list[Entry]], n_rows: int,
           n_tail: int, work: float) -> Picked:
     """The first fill whose greedy covers the work with the first ``n_rows`` slots and ``n_tail`` more."""
@@ -221,6 +268,59 @@ def _fill(fills: Sequence[Sequence[Option | None]], ordered: Sequence[list[Entry
         if picked is not None:
             break
     return rows, picked
+
+
+@dataclass(frozen=True, slots=True)
+class _NodeClasses:
+    """A book's nodes in classes of one group, capacity and price curve (ids ascending in each).
+
+    Shared by books on the same cluster: read it, never change it.
+    """
+
+    class_of: list[int]  # per node
+    group: list[int]  # per class
+    capacity: list[int]  # per class
+    upper: list[float]  # per class: the top of its price curve
+    members: list[list[int]]  # per class
+    group_classes: dict[int, list[int]]  # group -> its classes, ascending
+    free: dict[int, int]  # group -> GPUs
+
+
+# Classes by (capacities, groups), for curves that are the same across each group:
+# a planner builds its books on the same cluster every round.
+_GROUPED: dict[tuple[tuple[int, ...], tuple[int, ...]], _NodeClasses] = {}
+
+
+def _node_classes(caps: list[int], labels: list[int], uppers: list[float]) -> _NodeClasses:
+    """Nodes of the same group, capacity and price-curve top form a class, in order of their first node."""
+    group_upper = dict(zip(labels, uppers))
+    if list(map(group_upper.__getitem__, labels)) != uppers:  # a group with several tops
+        return _classes_by_key(list(zip(labels, caps, uppers)))
+    key = (tuple(caps), tuple(labels))
+    grouped = _GROUPED.get(key)
+    if grouped is None:
+        if len(_GROUPED) >= 64:
+            _GROUPED.clear()
+        grouped = _GROUPED[key] = _classes_by_key([(g, c, 0.0) for g, c in zip(labels, caps)])
+    return _NodeClasses(grouped.class_of, grouped.group, grouped.capacity,
+                        list(map(group_upper.__getitem__, grouped.group)), grouped.members,
+                        grouped.group_classes, grouped.free)
+
+
+def _classes_by_key(node_keys: list[tuple[int, int, float]]) -> _NodeClasses:
+    """Classes of nodes with equal (group, capacity, top price), in order of their first node."""
+    keys = {key: k for k, key in enumerate(dict.fromkeys(node_keys))}
+    class_of = list(map(keys.__getitem__, node_keys))
+    members: list[list[int]] = [[] for _ in keys]
+    for node, k in enumerate(class_of):
+        members[k].append(node)
+    group_classes: dict[int, list[int]] = {}
+    free: dict[int, int] = {}
+    for k, (g, c, _) in enumerate(keys):
+        group_classes.setdefault(g, []).append(k)
+        free[g] = free.get(g, 0) + c * len(members[k])
+    return _NodeClasses(class_of, [g for g, _, _ in keys], [c for _, c, _ in keys], [u for _, _, u in keys],
+                        members, group_classes, free)
 
 
 class PriceBook:
@@ -238,42 +338,39 @@ class PriceBook:
 
     def __init__(self, capacity: Sequence[int], lower: float, upper: Sequence[float],
                  horizon: int, groups: Sequence[int] | None = None) -> None:
-        self.capacity = np.asarray(capacity, dtype=int)
-        # Plain ints and lists on the hot paths: a book is built twice a round and
+        # Plain ints and lists on the hot paths: a book is built every round and
         # asked about, and changed, for every job; numpy scalars would cost more there.
-        caps: list[int] = self.capacity.tolist()
+        caps: list[int] = np.asarray(capacity, dtype=int).tolist()
         n_nodes = len(caps)
-        labels = [0] * n_nodes if groups is None else [int(g) for g in groups]
+        labels = [0] * n_nodes if groups is None else list(map(int, groups))
+        uppers: list[float] = np.asarray(upper, dtype=float).tolist()
         self._caps = caps
-        self._loads = [[0] * n_nodes for _ in range(horizon)]  # [slot][node]: committed GPUs
-        keys: dict[tuple[int, int, float], int] = {}
-        self._class_of = [keys.setdefault((g, c, float(u)), len(keys))
-                          for g, c, u in zip(labels, caps, upper)]
         self._group_of = labels
-        self._cap = [c for _, c, _ in keys]
-        curves = [np.concatenate([[0.0], np.cumsum(position_prices(lower, u, c))]) for _, c, u in keys]
+        self._loads = [[0] * n_nodes for _ in range(horizon)]  # [slot][node]: committed GPUs
+        classes = _node_classes(caps, labels, uppers)
+        self._class_of = classes.class_of
+        self._cap = classes.capacity
+        self._group_classes = classes.group_classes
+        self._classes_of: dict[tuple[int, ...], list[int]] = {}
+        curves = [np.concatenate([[0.0], np.cumsum(position_prices(lower, u, c))])
+                  for c, u in zip(classes.capacity, classes.upper)]
         # Plain floats: the same values, faster.
         self._cum_values: list[list[float]] = [curve.tolist() for curve in curves]
-        self._cum = [self._cum_values[k] for k in self._class_of]  # per node; a class's nodes share one
-        self._group_classes: dict[int, list[int]] = {}
-        self._classes_of: dict[tuple[int, ...], list[int]] = {}
-        for k, (g, _, _) in enumerate(keys):
-            self._group_classes.setdefault(g, []).append(k)
-        members: list[list[int]] = [[] for _ in keys]
-        for node, k in enumerate(self._class_of):
-            members[k].append(node)
+        self._cum = list(map(self._cum_values.__getitem__, self._class_of))  # a class's nodes share one
         # _by_load[slot][class][g]: the class's nodes holding g committed GPUs, ascending.
-        self._by_load = [[[list(members[k]) if g == 0 else [] for g in range(cap + 1)]
-                          for k, cap in enumerate(self._cap)] for _ in range(horizon)]
-        free = dict.fromkeys(self._group_classes, 0)
-        for g, c in zip(labels, caps):
-            free[g] += c
-        self._free = [dict(free) for _ in range(horizon)]
+        self._by_load = [[[list(nodes) if g == 0 else [] for g in range(cap + 1)]
+                          for nodes, cap in zip(classes.members, classes.capacity)] for _ in range(horizon)]
+        self._free = [dict(classes.free) for _ in range(horizon)]
         self.memo: dict[object, Any] = {}  # answers worked out from the book, until it changes
 
     @property
     def horizon(self) -> int:
         return len(self._loads)
+
+    @property
+    def capacity(self) -> np.ndarray:
+        """GPUs of each node."""
+        return np.asarray(self._caps, dtype=int)
 
     @property
     def load(self) -> np.ndarray:
@@ -321,6 +418,24 @@ class PriceBook:
         if self.memo:
             self.memo.clear()
 
+    def set_loads(self, slot: int, loads: Sequence[int]) -> None:
+        """Make ``loads`` (GPUs per node) the committed GPUs of ``slot``, all at once."""
+        caps = self._caps
+        if len(loads) != len(caps):
+            raise ValueError(f"{len(loads)} loads for {len(caps)} nodes")
+        by_load: list[list[list[int]]] = [[[] for _ in range(cap + 1)] for cap in self._cap]
+        free = dict.fromkeys(self._free[slot], 0)
+        for node, (k, g, cap) in enumerate(zip(self._class_of, loads, caps)):
+            if not 0 <= g <= cap:
+                raise ValueError(f"node {node} has {cap} GPUs, not {g}")
+            by_load[k][g].append(node)  # ascending, as `take` keeps them
+            free[self._group_of[node]] += cap - g
+        self._loads[slot] = list(loads)
+        self._by_load[slot] = by_load
+        self._free[slot] = free
+        if self.memo:
+            self.memo.clear()
+
     def commit(self, plan: Plan) -> None:
         for slot, option in plan.slots:
             for node, n in option.take:
@@ -332,9 +447,11 @@ class PriceBook:
             self._classes_of[key] = [k for g in key for k in self._group_classes.get(g, ())]
         return self._classes_of[key]
 
-    def free_in(self, slot: int, groups: Iterable[int]) -> int:
+    def free_in(self, slot: int, groups: Sequence[int]) -> int:
         """Free GPUs of the given groups' nodes in ``slot``."""
         free = self._free[slot]
+        if len(groups) == 1:  # most jobs can use one type only
+            return free.get(groups[0], 0)
         return sum([free.get(g, 0) for g in groups])
 
     def cheapest_node(self, slot: int, groups: Iterable[int], n_gpus: int) -> tuple[float, int] | None:
@@ -364,6 +481,32 @@ class PriceBook:
             lists = [by_load[k][self._cap[k] - free] for k in classes if self._cap[k] >= free]
             for node in lists[0] if len(lists) == 1 else heapq.merge(*lists):
                 yield node, free
+
+    def emptiest_node(self, slot: int, groups: Iterable[int], n_gpus: int,
+                      excluded: set[int] | frozenset[int] = frozenset()) -> int | None:
+        """The first node `most_free_first` yields with ``n_gpus`` free and not in ``excluded``, or None."""
+        classes = self._classes(groups)
+        by_load = self._by_load[slot]
+        caps = self._cap
+        if len(classes) == 1:  # one class: its load lists, least loaded first
+            k = classes[0]
+            for nodes in by_load[k][:max(caps[k] - max(n_gpus, 1) + 1, 0)]:
+                for node in nodes:
+                    if node not in excluded:
+                        return node
+            return None
+        for free in range(max((caps[k] for k in classes), default=0), max(n_gpus, 1) - 1, -1):
+            best: int | None = None
+            for k in classes:
+                if caps[k] >= free:
+                    for node in by_load[k][caps[k] - free]:  # ascending: the first not excluded is the lowest
+                        if node not in excluded:
+                            if best is None or node < best:
+                                best = node
+                            break
+            if best is not None:
+                return best
+        return None
 
     def with_free(self, slot: int, groups: Iterable[int]) -> list[int]:
         """The groups' nodes with any free GPU in ``slot``, ascending."""

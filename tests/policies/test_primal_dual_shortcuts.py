@@ -1,0 +1,82 @@
+"""The primal-dual pieces' shortcuts answer as the general paths do (papers/hadar.md §3)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rackwise.policies.parts.primal_dual import Option, PriceBook, best_plan, sigmoid_utility
+
+
+@settings(max_examples=300, deadline=None)
+@given(cost=st.floats(0.01, 50.0), progress=st.floats(0.1, 20.0), work=st.floats(0.1, 200.0),
+       n_slots=st.integers(1, 5), knee=st.floats(0.0, 30.0), scale=st.floats(0.1, 100.0),
+       max_wait=st.integers(0, 3))
+def test_a_plan_over_equal_slots_is_the_general_plan(cost: float, progress: float, work: float,
+                                                     n_slots: int, knee: float, scale: float,
+                                                     max_wait: int) -> None:
+    """Every slot offering one option takes a shortcut; a dominated second option forces the general path."""
+    option = Option(cost, progress, ((0, 2),))
+    dominated = Option(2.0 * cost, 0.5 * progress, ((1, 2),))  # cheaper and faster is always `option`
+
+    def utility(t: int) -> float:
+        return sigmoid_utility(t + 1, scale, 1.0, knee)
+
+    shortcut = best_plan([[option]] * n_slots, work, utility, max_wait)
+    general = best_plan([[option, dominated]] * n_slots, work, utility, max_wait)
+    assert shortcut == general
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_loads_set_at_once_answer_as_loads_taken_one_by_one(data: st.DataObject) -> None:
+    caps = data.draw(st.lists(st.sampled_from([2, 4, 8]), min_size=1, max_size=12))
+    groups = data.draw(st.lists(st.integers(0, 2), min_size=len(caps), max_size=len(caps)))
+    loads = [data.draw(st.integers(0, cap)) for cap in caps]
+    taken = PriceBook(caps, 1.0, [4.0] * len(caps), 1, groups=groups)
+    for node, load in enumerate(loads):
+        if load:
+            taken.take(0, node, load)
+    at_once = PriceBook(caps, 1.0, [4.0] * len(caps), 1, groups=groups)
+    at_once.set_loads(0, loads)
+    assert (at_once.load == taken.load).all()
+    for group_set in [(0,), (1,), (2,), (0, 1), (0, 1, 2)]:
+        assert at_once.free_in(0, group_set) == taken.free_in(0, group_set)
+        assert list(at_once.most_free_first(0, group_set)) == list(taken.most_free_first(0, group_set))
+        assert at_once.with_free(0, group_set) == taken.with_free(0, group_set)
+        for n in (1, 2, 3, 8):
+            assert at_once.cheapest_node(0, group_set, n) == taken.cheapest_node(0, group_set, n)
+
+
+def test_set_loads_refuses_more_than_a_node_holds() -> None:
+    book = PriceBook([4, 4], 1.0, [4.0, 4.0], 1)
+    with pytest.raises(ValueError, match="node 0 has 4 GPUs, not 5"):
+        book.set_loads(0, [5, 0])
+
+
+@given(st.lists(st.floats(0.5, 64.0), min_size=2, max_size=8))
+def test_books_with_a_top_per_node_or_per_group_price_alike(tops: list[float]) -> None:
+    """Nodes of one group with different curve tops form classes of their own."""
+    caps = [4] * len(tops)
+    per_node = PriceBook(caps, 0.5, tops, 1, groups=[0] * len(tops))
+    for node, top in enumerate(tops):
+        alone = PriceBook([4], 0.5, [top], 1)
+        assert math.isclose(per_node.cost(0, node, 3), alone.cost(0, 0, 3), rel_tol=0, abs_tol=0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_the_emptiest_node_is_the_first_most_free_first_yields(data: st.DataObject) -> None:
+    caps = data.draw(st.lists(st.sampled_from([2, 4, 8]), min_size=1, max_size=12))
+    groups = data.draw(st.lists(st.integers(0, 2), min_size=len(caps), max_size=len(caps)))
+    book = PriceBook(caps, 1.0, [4.0] * len(caps), 1, groups=groups)
+    book.set_loads(0, [data.draw(st.integers(0, cap)) for cap in caps])
+    excluded = set(data.draw(st.lists(st.integers(0, len(caps) - 1), max_size=4)))
+    for group_set in [(0,), (1,), (0, 2), (0, 1, 2)]:
+        for n in (1, 2, 4, 8):
+            expected = next((node for node, free in book.most_free_first(0, group_set)
+                             if free >= n and node not in excluded), None)
+            assert book.emptiest_node(0, group_set, n, excluded) == expected
