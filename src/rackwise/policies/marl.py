@@ -80,14 +80,14 @@ class Marl(BasePolicy):
         _check_extra()
         import torch
 
-        from rackwise.policies.parts.marl.encoder import topology_index
         from rackwise.policies.parts.marl.features import GraphIndex
+        from rackwise.policies.parts.marl.inference import CachedActor
 
         torch.set_num_threads(self.torch_threads)
         self.checkpoint_ = _cached(self.checkpoint)
         self.n_agents_ = self.checkpoint_.config.n_agents
         self.index_ = GraphIndex.of(view.topology)
-        self.tensors_ = topology_index(view.topology)
+        self.actor_ = CachedActor(self.checkpoint_.actor_critic, view.topology)
         self.queues_: list[list[Job]] = [[] for _ in range(self.n_agents_)]
 
     def on_arrival(self, job: Job, now: float) -> None:
@@ -103,12 +103,14 @@ class Marl(BasePolicy):
     def schedule(self, view: ClusterView, now: float) -> Decisions:
         if view.n_free == 0 or not any(self.queues_):
             return NOTHING
-        from rackwise.policies.parts.marl.features import Placed, add_resident, residents
+        from rackwise.policies.parts.marl.features import GraphFeatures, Placed, add_resident, residents
         from rackwise.policies.parts.marl.placement import place_anchored
 
         free = view.tentative()
         placed = [Placed(s.job, s.gpu_ids) for s in view.running.values()]
-        on_server = residents(placed, self.index_)  # kept up to date, not rebuilt per observation
+        # kept up to date as jobs start, not rebuilt per observation
+        on_server = residents(placed, self.index_)
+        graph = GraphFeatures(free, placed, self.index_)
         starts: list[Start] = []
         order = self.rng_.permutation(self.n_agents_).tolist()
         moved = True
@@ -122,40 +124,40 @@ class Marl(BasePolicy):
                 if not queue or queue[0].n_gpus > free.n_free:
                     continue
                 head = queue[0]
-                server = self.decide(free, placed, agent, now, on_server)
+                server = self.decide(free, placed, agent, now, on_server, graph)
                 gpus = place_anchored(free, head.n_gpus, server) if server is not None else None
                 if gpus is None:
                     continue
                 free.take(gpus)
                 placed.append(Placed(head, gpus))
                 add_resident(on_server, placed[-1], self.index_)
+                graph.add(placed[-1], free)
                 starts.append(Start(head.job_id, gpus))
                 queue.pop(0)
                 moved = True
         return Decisions(start=tuple(starts)) if starts else NOTHING
 
     def decide(self, free: Any, placed: list[Any], agent: int, now: float,
-               on_server: list[Any] | None = None) -> int | None:
+               on_server: list[Any] | None = None, graph: Any = None) -> int | None:
         """The agent's anchor server for its queue head (argmax of the actor, or the fixed
         rule of ``placement``), or None to wait.
 
-        ``on_server``: the residents of ``placed`` per server, if the caller keeps them.
+        ``on_server``: the residents of ``placed`` per server, and ``graph``: their
+        `GraphFeatures`, if the caller keeps them.
         """
         import torch
 
-        from rackwise.policies.parts.marl.encoder import stack_obs
         from rackwise.policies.parts.marl.features import observation
 
         learned = self.placement == "learned"
         # only the actor and the greedy rule read the interference model's columns
         predictor = self.checkpoint_.predictor if learned or self.placement in NEEDS_PREDICTOR else None
         obs = observation(free, placed, self.queues_, agent, now=now, clock=0.0, index=self.index_,
-                          predictor=predictor, wait_allowed=False, on_server=on_server)
+                          predictor=predictor, wait_allowed=False, on_server=on_server, graph=graph)
         if not learned:
             action = anchor_action(self.placement, obs, self.rng_)
             return action if action < free.topology.n_nodes else None
-        with torch.no_grad():
-            logits, _ = self.checkpoint_.actor_critic.logits(stack_obs([obs]), *self.tensors_)
+        logits = self.actor_.logits(obs)
         # Kernels differ in the last bits between CPUs (AVX2, AVX-512, none): compare logits on a
         # coarser grid, first server first on a tie, so the choice is the same on every machine.
         action = int(torch.round(logits[0] * 256.0).argmax())

@@ -90,23 +90,35 @@ class HierarchicalEncoder(nn.Module):
 
     def forward(self, obs: dict[str, torch.Tensor], gpu_server: torch.Tensor,
                 server_rack: torch.Tensor) -> dict[str, torch.Tensor]:
-        n_servers, n_racks = obs["server"].shape[1], obs["rack"].shape[1]
-        h = torch.relu(self.gpu_in(obs["gpu"]))
-        gpu_rounds, server_rounds, rack_rounds = (cast(nn.ModuleList, level) for level in self.levels)
-        for layer in gpu_rounds:
+        n_servers = obs["server"].shape[1]
+        h = self.gpu_level(obs["gpu"], gpu_server, n_servers)
+        z = self.upper_levels(scatter_mean(h, gpu_server, n_servers), scatter_max(h, gpu_server, n_servers),
+                              obs["server"], obs["rack"], server_rack)
+        return {"gpu": h, **z}
+
+    def gpu_level(self, gpu: torch.Tensor, gpu_server: torch.Tensor, n_servers: int) -> torch.Tensor:
+        """GPU embeddings after the sibling rounds within each server (a server's GPUs see no other)."""
+        h = torch.relu(self.gpu_in(gpu))
+        for layer in cast(nn.ModuleList, self.levels[0]):
             h = layer(h, gpu_server, n_servers)
+        return h
+
+    def upper_levels(self, gpu_mean: torch.Tensor, gpu_max: torch.Tensor, server: torch.Tensor,
+                     rack: torch.Tensor, server_rack: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Server, rack and datacenter embeddings from the per-server mean and max of the GPU level."""
+        n_racks = rack.shape[1]
+        server_rounds, rack_rounds = (cast(nn.ModuleList, level) for level in self.levels[1:])
         z_s = torch.relu(self.server_pool(torch.cat([
-            scatter_mean(h, gpu_server, n_servers), scatter_max(h, gpu_server, n_servers),
-            torch.relu(self.server_in(obs["server"]))], dim=-1)))
+            gpu_mean, gpu_max, torch.relu(self.server_in(server))], dim=-1)))
         for layer in server_rounds:
             z_s = layer(z_s, server_rack, n_racks)
         z_r = torch.relu(self.rack_pool(torch.cat([
             scatter_mean(z_s, server_rack, n_racks), scatter_max(z_s, server_rack, n_racks),
-            torch.relu(self.rack_in(obs["rack"]))], dim=-1)))
+            torch.relu(self.rack_in(rack))], dim=-1)))
         for layer in rack_rounds:
             z_r = layer(z_r, None, 1)
         z_dc = torch.relu(self.dc_pool(torch.cat([z_r.mean(dim=1), z_r.max(dim=1).values], dim=-1)))
-        return {"gpu": h, "server": z_s, "rack": z_r, "dc": z_dc}
+        return {"server": z_s, "rack": z_r, "dc": z_dc}
 
 
 class ActorCritic(nn.Module):
@@ -132,6 +144,11 @@ class ActorCritic(nn.Module):
                server_rack: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Masked logits over servers plus "wait" (last), and the actor's embeddings."""
         z = self.actor_encoder(obs, gpu_server, server_rack)
+        return self.actor_scores(z, obs, server_rack), z
+
+    def actor_scores(self, z: dict[str, torch.Tensor], obs: dict[str, torch.Tensor],
+                     server_rack: torch.Tensor) -> torch.Tensor:
+        """`logits` from the actor's embeddings ``z`` (server, rack and datacenter)."""
         job = self.job_in(obs["job"])
         n_servers = z["server"].shape[1]
         per_server = torch.cat([
@@ -140,7 +157,8 @@ class ActorCritic(nn.Module):
             torch.relu(self.candidate_in(obs["candidate"]))], dim=-1)
         scores = torch.cat([self.server_head(per_server).squeeze(-1),
                             self.wait_head(torch.cat([z["dc"], job], dim=-1))], dim=-1)
-        return scores.masked_fill(~obs["mask"], float("-inf")), z
+        masked: torch.Tensor = scores.masked_fill(~obs["mask"], float("-inf"))
+        return masked
 
     def value(self, obs: dict[str, torch.Tensor], gpu_server: torch.Tensor,
               server_rack: torch.Tensor) -> torch.Tensor:

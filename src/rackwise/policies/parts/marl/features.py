@@ -94,20 +94,36 @@ class Placed:
 def graph_features(free: FreeGpus, placed: Sequence[Placed], index: GraphIndex
                    ) -> dict[str, np.ndarray]:
     """GPU, server and rack feature matrices of the cluster now."""
-    topology = free.topology
-    n_gpus, n_servers, n_racks = topology.n_gpus, topology.n_nodes, topology.n_racks
-    gpu = np.zeros((n_gpus, N_GPU_FEATURES), dtype=np.float32)
-    server = np.zeros((n_servers, N_SERVER_FEATURES), dtype=np.float32)
-    rack = np.zeros((n_racks, N_RACK_FEATURES), dtype=np.float32)
-    server_free = np.fromiter((free.free_in_node(s) for s in range(n_servers)), np.float64, n_servers)
-    rack_free = np.fromiter((free.free_in_rack(r) for r in range(n_racks)), np.float64, n_racks)
-    server[:, 0] = server_free / index.server_size
-    rack[:, 0] = rack_free / index.rack_size
-    n_jobs = np.zeros(n_servers)
-    nic = np.zeros(n_servers)
-    crossing = np.zeros(n_racks)
-    if placed:
+    return GraphFeatures(free, placed, index).arrays()
+
+
+class GraphFeatures:
+    """`graph_features` kept up to date as jobs start.
+
+    A start rewrites only the rows of its GPUs, servers and racks, with the
+    arithmetic a rebuild would do, so `arrays` equals `graph_features` of the
+    new state bit for bit.
+    """
+
+    def __init__(self, free: FreeGpus, placed: Sequence[Placed], index: GraphIndex) -> None:
+        topology = free.topology
+        n_gpus, n_servers, n_racks = topology.n_gpus, topology.n_nodes, topology.n_racks
+        self.index = index
+        self.gpu = np.zeros((n_gpus, N_GPU_FEATURES), dtype=np.float32)
+        self.server = np.zeros((n_servers, N_SERVER_FEATURES), dtype=np.float32)
+        self.rack = np.zeros((n_racks, N_RACK_FEATURES), dtype=np.float32)
+        self.family_gpus = np.zeros((n_servers, N_FAMILIES))  # GPUs held per family
+        self.n_jobs = np.zeros(n_servers)
+        self.nic = np.zeros(n_servers)  # jobs on the server that span several servers
+        self.crossing = np.zeros(n_racks)  # jobs on the rack that span several racks
+        if placed:
+            self._count(placed)
+        self._set_rows(free, np.arange(n_servers), np.arange(n_racks))
+
+    def _count(self, placed: Sequence[Placed]) -> None:
         # vectorised over every held GPU: one row per (GPU, job), then (server, job) pairs
+        index, gpu = self.index, self.gpu
+        n_servers, n_racks = len(self.n_jobs), len(self.crossing)
         widths = np.fromiter((len(p.gpu_ids) for p in placed), np.int64, len(placed))
         fams = np.fromiter((family_index(p.job.model) for p in placed), np.int64, len(placed))
         ids = np.fromiter((g for p in placed for g in p.gpu_ids), np.int64, int(widths.sum()))
@@ -116,25 +132,56 @@ def graph_features(free: FreeGpus, placed: Sequence[Placed], index: GraphIndex
         gpu[ids, 1 + fams[owner]] = 1.0
         gpu[ids, 1 + N_FAMILIES] = np.log2(widths[owner]) / 7.0
         servers_of = index.gpu_server[ids]
-        np.add.at(server, (servers_of, 3 + fams[owner]), 1.0)
+        np.add.at(self.family_gpus, (servers_of, fams[owner]), 1.0)
         pairs = np.unique(servers_of * len(placed) + owner)
         pair_server, pair_job = pairs // len(placed), pairs % len(placed)
-        n_jobs = np.bincount(pair_server, minlength=n_servers).astype(np.float64)
+        self.n_jobs = np.bincount(pair_server, minlength=n_servers).astype(np.float64)
         spans = np.bincount(pair_job, minlength=len(placed))
         multi = spans[pair_job] > 1
-        nic = np.bincount(pair_server[multi], minlength=n_servers).astype(np.float64)
+        self.nic = np.bincount(pair_server[multi], minlength=n_servers).astype(np.float64)
         gpu[ids, 2 + N_FAMILIES] = (spans[owner] > 1).astype(np.float32)
         rack_pairs = np.unique(index.server_rack[pair_server] * len(placed) + pair_job)
         rack_of, rack_job = rack_pairs // len(placed), rack_pairs % len(placed)
         n_racks_of = np.bincount(rack_job, minlength=len(placed))
-        crossing = np.bincount(rack_of[n_racks_of[rack_job] > 1], minlength=n_racks).astype(np.float64)
-    server[:, 1] = n_jobs / 8.0
-    server[:, 2] = nic / 8.0
-    server[:, 3:] /= index.server_size[:, None]
-    rack[:, 1] = crossing / 8.0
-    rack[:, 2] = 1.0 / (1.0 + crossing)
-    return {"gpu": np.minimum(gpu, 4.0), "server": np.minimum(server, 4.0),
-            "rack": np.minimum(rack, 4.0)}
+        self.crossing = np.bincount(rack_of[n_racks_of[rack_job] > 1], minlength=n_racks).astype(np.float64)
+
+    def add(self, item: Placed, free: FreeGpus) -> None:
+        """Count a job that has just taken its GPUs (``free`` no longer has them)."""
+        index, gpu = self.index, self.gpu
+        ids = np.asarray(item.gpu_ids, dtype=np.int64)
+        servers, held = np.unique(index.gpu_server[ids], return_counts=True)
+        racks = np.unique(index.server_rack[servers])
+        family = family_index(item.job.model)
+        gpu[ids, 0] = 1.0
+        gpu[ids, 1 + family] = 1.0
+        gpu[ids, 1 + N_FAMILIES] = np.log2(np.int64(len(ids))) / 7.0
+        gpu[ids, 2 + N_FAMILIES] = np.float32(len(servers) > 1)
+        self.family_gpus[servers, family] += held
+        self.n_jobs[servers] += 1.0
+        if len(servers) > 1:
+            self.nic[servers] += 1.0
+        if len(racks) > 1:
+            self.crossing[racks] += 1.0
+        self._set_rows(free, servers, racks)
+
+    def _set_rows(self, free: FreeGpus, servers: np.ndarray, racks: np.ndarray) -> None:
+        index, server, rack = self.index, self.server, self.rack
+        server_free = np.fromiter((free.free_in_node(s) for s in servers.tolist()), np.float64, len(servers))
+        rack_free = np.fromiter((free.free_in_rack(r) for r in racks.tolist()), np.float64, len(racks))
+        size = index.server_size[servers]
+        server[servers, 0] = server_free / size
+        server[servers, 1] = self.n_jobs[servers] / 8.0
+        server[servers, 2] = self.nic[servers] / 8.0
+        server[servers, 3:] = self.family_gpus[servers] / size[:, None]
+        crossing = self.crossing[racks]
+        rack[racks, 0] = rack_free / index.rack_size[racks]
+        rack[racks, 1] = crossing / 8.0
+        rack[racks, 2] = 1.0 / (1.0 + crossing)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The ``gpu``, ``server`` and ``rack`` matrices (fresh arrays, clipped to 4)."""
+        return {"gpu": np.minimum(self.gpu, 4.0), "server": np.minimum(self.server, 4.0),
+                "rack": np.minimum(self.rack, 4.0)}
 
 
 def queue_summary(queue: Sequence[Job], now: float, cluster_gpus: int) -> np.ndarray:
@@ -216,15 +263,17 @@ def observation(free: FreeGpus, placed: Sequence[Placed], queues: Sequence[Seque
                 agent: int, *, now: float, clock: float, index: GraphIndex,
                 predictor: object | None, wait_allowed: bool,
                 deciding: bool = True,
-                on_server: list[list[tuple[Placed, float]]] | None = None) -> dict[str, np.ndarray]:
+                on_server: list[list[tuple[Placed, float]]] | None = None,
+                graph: GraphFeatures | None = None) -> dict[str, np.ndarray]:
     """One agent's observation (see the module docstring and `rackwise.rl.envs`).
 
     ``deciding`` False (or an empty queue, or a head that does not fit) leaves
     only the no-op (the last action) allowed. ``on_server``: `residents` of
-    ``placed``, if the caller keeps it up to date (else it is worked out here).
+    ``placed``, and ``graph``: its `GraphFeatures`, if the caller keeps them up
+    to date (else they are worked out here).
     """
     topology = free.topology
-    obs = graph_features(free, placed, index)
+    obs = graph.arrays() if graph is not None else graph_features(free, placed, index)
     obs["queues"] = np.stack([queue_summary(q, now, topology.n_gpus) for q in queues])
     obs["clock"] = np.asarray([min(clock, 4.0) / 4.0], dtype=np.float32)
     queue = queues[agent]

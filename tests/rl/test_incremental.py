@@ -1,0 +1,104 @@
+"""Features and logits kept up to date between decisions equal those worked out from scratch, bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="needs the rl extra: pip install 'rackwise[rl]'")
+
+from rackwise.cluster.allocation import Allocation  # noqa: E402
+from rackwise.cluster.topology import uniform_cluster  # noqa: E402
+from rackwise.policies.parts.marl.checkpoint import load  # noqa: E402
+from rackwise.policies.parts.marl.encoder import stack_obs, topology_index  # noqa: E402
+from rackwise.policies.parts.marl.features import (  # noqa: E402
+    MODELS,
+    GraphFeatures,
+    GraphIndex,
+    Placed,
+    graph_features,
+    observation,
+)
+from rackwise.policies.parts.marl.inference import CachedActor  # noqa: E402
+from rackwise.policies.parts.placement import random_gpus  # noqa: E402
+from rackwise.workload.job import Job  # noqa: E402
+
+CLUSTER = uniform_cluster(48, 8, 6)  # 8 racks x 6 servers x 8 GPUs
+WIDTHS = (1, 1, 2, 3, 4, 6, 8, 12, 16, 24)
+
+
+def _job(i: int, rng: np.random.Generator) -> Job:
+    model = MODELS[int(rng.integers(len(MODELS)))] if rng.random() < 0.9 else None
+    return Job(f"j{i}", 0.0, int(rng.choice(WIDTHS)), 10.0, model=model)
+
+
+def _start(alloc: Allocation, job: Job, rng: np.random.Generator) -> Placed | None:
+    gpus = random_gpus(alloc, job.n_gpus, rng)  # scattered: jobs across servers and racks too
+    if gpus is None:
+        return None
+    alloc.allocate(job.job_id, gpus)
+    return Placed(job, gpus)
+
+
+def _same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        assert a[key].dtype == b[key].dtype and np.array_equal(a[key], b[key]), key
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_graph_features_after_starts_equal_a_rebuild(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    index = GraphIndex.of(CLUSTER)
+    alloc = Allocation(CLUSTER)
+    placed = [p for i in range(20) if (p := _start(alloc, _job(i, rng), rng)) is not None]
+    graph = GraphFeatures(alloc, placed, index)
+    _same(graph.arrays(), graph_features(alloc, placed, index))
+    n_added = 0
+    for i in range(20, 200):
+        item = _start(alloc, _job(i, rng), rng)
+        if item is None:
+            continue
+        placed.append(item)
+        graph.add(item, alloc)
+        n_added += 1
+        _same(graph.arrays(), graph_features(alloc, placed, index))
+    assert n_added > 10 and alloc.n_free < CLUSTER.n_gpus // 4
+
+
+def test_graph_features_of_an_idle_cluster() -> None:
+    alloc = Allocation(CLUSTER)
+    features = graph_features(alloc, [], GraphIndex.of(CLUSTER))
+    assert not features["gpu"].any() and np.all(features["server"][:, 0] == 1.0)
+    assert np.all(features["rack"][:, 2] == 1.0)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_cached_actor_equals_the_full_pass(seed: int) -> None:
+    """Jobs start and finish between observations; every logit matches the full network's."""
+    rng = np.random.default_rng(seed)
+    checkpoint = load(None)
+    model = checkpoint.actor_critic
+    n_agents = checkpoint.config.n_agents
+    index = GraphIndex.of(CLUSTER)
+    tensors = topology_index(CLUSTER)
+    actor = CachedActor(model, CLUSTER)
+    alloc = Allocation(CLUSTER)
+    placed: list[Placed] = []
+    n_compared = 0
+    for i in range(150):
+        if placed and rng.random() < 0.3:  # a job finishes
+            done = placed.pop(int(rng.integers(len(placed))))
+            alloc.release(done.gpu_ids)
+        elif (item := _start(alloc, _job(i, rng), rng)) is not None:
+            placed.append(item)
+        head = Job(f"h{i}", 0.0, int(rng.choice(WIDTHS[:6])), 10.0, model=MODELS[i % len(MODELS)])
+        queues: list[list[Job]] = [[] for _ in range(n_agents)]
+        queues[i % n_agents].append(head)
+        obs = observation(alloc, placed, queues, i % n_agents, now=0.0, clock=0.0, index=index,
+                          predictor=checkpoint.predictor, wait_allowed=False)
+        with torch.no_grad():
+            full, _ = model.logits(stack_obs([obs]), *tensors)
+        assert torch.equal(actor.logits(obs), full)
+        n_compared += 1
+    assert n_compared == 150
