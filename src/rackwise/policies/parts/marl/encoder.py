@@ -90,11 +90,13 @@ class HierarchicalEncoder(nn.Module):
 
     def forward(self, obs: dict[str, torch.Tensor], gpu_server: torch.Tensor,
                 server_rack: torch.Tensor) -> dict[str, torch.Tensor]:
-        n_servers = obs["server"].shape[1]
+        n_servers, n_racks = obs["server"].shape[1], obs["rack"].shape[1]
         h = self.gpu_level(obs["gpu"], gpu_server, n_servers)
-        z = self.upper_levels(scatter_mean(h, gpu_server, n_servers), scatter_max(h, gpu_server, n_servers),
-                              obs["server"], obs["rack"], server_rack)
-        return {"gpu": h, **z}
+        z_s = self.server_level(scatter_mean(h, gpu_server, n_servers), scatter_max(h, gpu_server, n_servers),
+                                obs["server"], server_rack, n_racks)
+        z = self.rack_levels(scatter_mean(z_s, server_rack, n_racks), scatter_max(z_s, server_rack, n_racks),
+                             obs["rack"])
+        return {"gpu": h, "server": z_s, **z}
 
     def gpu_level(self, gpu: torch.Tensor, gpu_server: torch.Tensor, n_servers: int) -> torch.Tensor:
         """GPU embeddings after the sibling rounds within each server (a server's GPUs see no other)."""
@@ -103,22 +105,24 @@ class HierarchicalEncoder(nn.Module):
             h = layer(h, gpu_server, n_servers)
         return h
 
-    def upper_levels(self, gpu_mean: torch.Tensor, gpu_max: torch.Tensor, server: torch.Tensor,
-                     rack: torch.Tensor, server_rack: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Server, rack and datacenter embeddings from the per-server mean and max of the GPU level."""
-        n_racks = rack.shape[1]
-        server_rounds, rack_rounds = (cast(nn.ModuleList, level) for level in self.levels[1:])
+    def server_level(self, gpu_mean: torch.Tensor, gpu_max: torch.Tensor, server: torch.Tensor,
+                     server_rack: torch.Tensor, n_racks: int) -> torch.Tensor:
+        """Server embeddings after the sibling rounds within each rack (a rack's servers see no other)."""
         z_s = torch.relu(self.server_pool(torch.cat([
             gpu_mean, gpu_max, torch.relu(self.server_in(server))], dim=-1)))
-        for layer in server_rounds:
+        for layer in cast(nn.ModuleList, self.levels[1]):
             z_s = layer(z_s, server_rack, n_racks)
+        return z_s
+
+    def rack_levels(self, server_mean: torch.Tensor, server_max: torch.Tensor,
+                    rack: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Rack and datacenter embeddings from the per-rack mean and max of the server level."""
         z_r = torch.relu(self.rack_pool(torch.cat([
-            scatter_mean(z_s, server_rack, n_racks), scatter_max(z_s, server_rack, n_racks),
-            torch.relu(self.rack_in(rack))], dim=-1)))
-        for layer in rack_rounds:
+            server_mean, server_max, torch.relu(self.rack_in(rack))], dim=-1)))
+        for layer in cast(nn.ModuleList, self.levels[2]):
             z_r = layer(z_r, None, 1)
         z_dc = torch.relu(self.dc_pool(torch.cat([z_r.mean(dim=1), z_r.max(dim=1).values], dim=-1)))
-        return {"server": z_s, "rack": z_r, "dc": z_dc}
+        return {"rack": z_r, "dc": z_dc}
 
 
 class ActorCritic(nn.Module):
