@@ -16,10 +16,12 @@ from rackwise.policies.parts.marl.features import (  # noqa: E402
     GraphFeatures,
     GraphIndex,
     Placed,
+    candidates,
     graph_features,
     observation,
 )
 from rackwise.policies.parts.marl.inference import CachedActor  # noqa: E402
+from rackwise.policies.parts.marl.placement import feasible_servers_one, place_anchored  # noqa: E402
 from rackwise.policies.parts.placement import random_gpus  # noqa: E402
 from rackwise.workload.job import Job  # noqa: E402
 
@@ -112,3 +114,42 @@ def test_cached_actor_equals_the_full_pass(seed: int) -> None:
         assert torch.equal(actor.logits(obs), full)
         n_compared += 1
     assert n_compared == 300
+
+
+def _candidates_one_by_one(free: Allocation, job: Job, index: GraphIndex) -> tuple[np.ndarray, np.ndarray]:
+    """The candidate features of `candidates` (no predictor), every anchor placed in turn."""
+    n_servers = CLUSTER.n_nodes
+    feats = np.zeros((n_servers, 6), dtype=np.float32)
+    mask = np.zeros(n_servers, dtype=bool)
+    min_servers = max(1, -(-job.n_gpus // CLUSTER.max_gpus_per_node))
+    for s in range(n_servers):
+        ids = place_anchored(free, job.n_gpus, s)
+        if not feasible_servers_one(free, job.n_gpus, s) or ids is None:
+            continue
+        mask[s] = True
+        used = np.unique(index.gpu_server[np.asarray(ids)])
+        feats[s, 0] = 1.0
+        feats[s, 1] = (free.free_in_node(s) - sum(1 for g in ids if index.gpu_server[g] == s)) \
+            / index.server_size[s]
+        feats[s, 2] = min(len(used) / min_servers, 4.0) / 4.0
+        feats[s, 3] = float(len(np.unique(index.server_rack[used])) > 1)
+    return feats, mask
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_candidates_equal_placing_each_anchor(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    index = GraphIndex.of(CLUSTER)
+    alloc = Allocation(CLUSTER)
+    n_checked = 0
+    for i in range(120):
+        _start(alloc, _job(i, rng), rng)
+        if i % 10:
+            continue
+        for width in (1, 3, 4, 6, 16, 40):
+            job = Job(f"h{i}-{width}", 0.0, width, 10.0)
+            feats, mask = candidates(alloc, job, [[] for _ in range(CLUSTER.n_nodes)], index, None)
+            want_feats, want_mask = _candidates_one_by_one(alloc, job, index)
+            assert np.array_equal(mask, want_mask) and np.array_equal(feats, want_feats)
+            n_checked += int(mask.any())
+    assert n_checked > 30

@@ -30,7 +30,7 @@ import numpy as np
 from rackwise.cluster.allocation import FreeGpus
 from rackwise.cluster.topology import Topology
 from rackwise.perf.catalogue import CATALOGUE
-from rackwise.policies.parts.marl.placement import feasible_servers, place_anchored
+from rackwise.policies.parts.marl.placement import feasible_mask, place_anchored
 from rackwise.workload.job import Job
 
 FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(spec.family for spec in CATALOGUE.values()))
@@ -230,21 +230,24 @@ def add_resident(on_server: list[list[tuple[Placed, float]]], item: Placed, inde
 
 
 def candidates(free: FreeGpus, job: Job, on_server: list[list[tuple[Placed, float]]],
-               index: GraphIndex, predictor: object | None
-               ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, ...] | None]]:
-    """Per-server candidate features, the feasibility mask, and each anchor's GPU ids."""
+               index: GraphIndex, predictor: object | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-server candidate features and the feasibility mask."""
     topology = free.topology
     n_servers = topology.n_nodes
     feats = np.zeros((n_servers, N_CANDIDATE_FEATURES), dtype=np.float32)
-    mask = np.asarray(feasible_servers(free, job.n_gpus), dtype=bool)
-    gpus: list[tuple[int, ...] | None] = [None] * n_servers
+    mask = feasible_mask(free, job.n_gpus, index.server_size)
     min_servers = max(1, math.ceil(job.n_gpus / topology.max_gpus_per_node))
-    for s in np.flatnonzero(mask).tolist():
+    # An anchor with room for the whole job places it there alone: one server, one rack.
+    room = np.asarray(free.free_counts())
+    whole = mask & (room >= job.n_gpus)
+    feats[whole, 0] = 1.0
+    feats[whole, 1] = (room[whole] - job.n_gpus) / index.server_size[whole]
+    feats[whole, 2] = min(1 / min_servers, 4.0) / 4.0
+    for s in np.flatnonzero(mask & ~whole).tolist():
         ids = place_anchored(free, job.n_gpus, s)
         if ids is None:  # cannot happen for a feasible anchor; stay safe
             mask[s] = False
             continue
-        gpus[s] = ids
         used = np.unique(index.gpu_server[np.asarray(ids)])
         racks = np.unique(index.server_rack[used])
         feats[s, 0] = 1.0
@@ -256,7 +259,7 @@ def candidates(free: FreeGpus, job: Job, on_server: list[list[tuple[Placed, floa
         self_log, others = predictor.candidate_effects(job, on_server, np.flatnonzero(mask), index)  # type: ignore[attr-defined]
         feats[mask, 4] = np.clip(self_log * 10.0, 0.0, 4.0)
         feats[mask, 5] = np.clip(others * 10.0, 0.0, 4.0)
-    return feats, mask, gpus
+    return feats, mask
 
 
 def observation(free: FreeGpus, placed: Sequence[Placed], queues: Sequence[Sequence[Job]],
@@ -284,7 +287,7 @@ def observation(free: FreeGpus, placed: Sequence[Placed], queues: Sequence[Seque
     if head is not None:
         if on_server is None:
             on_server = residents(placed, index)
-        cand, server_mask, _ = candidates(free, head, on_server, index, predictor)
+        cand, server_mask = candidates(free, head, on_server, index, predictor)
         mask[:n_servers] = server_mask
         mask[n_servers] = 1 if wait_allowed or not server_mask.any() else 0
     else:
