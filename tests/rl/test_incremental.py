@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pytest
 
@@ -19,9 +21,11 @@ from rackwise.policies.parts.marl.features import (  # noqa: E402
     candidates,
     graph_features,
     observation,
+    residents,
 )
 from rackwise.policies.parts.marl.inference import CachedActor  # noqa: E402
 from rackwise.policies.parts.marl.placement import feasible_servers_one, place_anchored  # noqa: E402
+from rackwise.policies.parts.marl.tracking import TrackedCluster  # noqa: E402
 from rackwise.policies.parts.placement import random_gpus  # noqa: E402
 from rackwise.workload.job import Job  # noqa: E402
 
@@ -153,3 +157,56 @@ def test_candidates_equal_placing_each_anchor(seed: int) -> None:
             assert np.array_equal(mask, want_mask) and np.array_equal(feats, want_feats)
             n_checked += int(mask.any())
     assert n_checked > 30
+
+
+@dataclass
+class _Running:
+    job: Job
+    gpu_ids: tuple[int, ...]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_tracked_cluster_equals_a_rebuild_at_every_call(seed: int) -> None:
+    """Jobs finish and start between calls, and start within them (tentatively)."""
+    rng = np.random.default_rng(seed)
+    index = GraphIndex.of(CLUSTER)
+    alloc = Allocation(CLUSTER)
+    running: dict[str, _Running] = {}
+    tracked = TrackedCluster(index)
+    n_job = 0
+    for _ in range(60):
+        for job_id in [j for j in running if rng.random() < 0.2]:  # finish between calls
+            alloc.release(running.pop(job_id).gpu_ids)
+        for _ in range(int(rng.integers(0, 4))):  # started by the last call
+            n_job += 1
+            if (item := _start(alloc, _job(n_job, rng), rng)) is not None:
+                running[item.job.job_id] = _Running(item.job, item.gpu_ids)
+        tracked.sync(running, alloc)
+        for _ in range(int(rng.integers(0, 3))):  # started within this call
+            n_job += 1
+            if (item := _start(alloc, _job(n_job, rng), rng)) is not None:
+                tracked.add(item, alloc)
+                running[item.job.job_id] = _Running(item.job, item.gpu_ids)
+        _same_as_rebuilt(tracked, running, alloc)
+    assert n_job > 60
+
+
+def _same_as_rebuilt(tracked: TrackedCluster, running: dict[str, _Running], alloc: Allocation) -> None:
+    placed = [Placed(r.job, r.gpu_ids) for r in running.values()]
+    assert list(tracked.known) == list(running)
+    assert tracked.graph is not None
+    _same(tracked.graph.arrays(), graph_features(alloc, placed, tracked.index))
+    rebuilt = residents(placed, tracked.index)
+    assert [[(p.job.job_id, share) for p, share in row] for row in tracked.on_server] == \
+        [[(p.job.job_id, share) for p, share in row] for row in rebuilt]
+
+
+def test_tracked_cluster_rebuilds_when_a_job_comes_before_known_ones() -> None:
+    rng = np.random.default_rng(0)
+    alloc = Allocation(CLUSTER)
+    items = [item for i in range(30) if (item := _start(alloc, _job(i, rng), rng)) is not None]
+    tracked = TrackedCluster(GraphIndex.of(CLUSTER))
+    tracked.sync({p.job.job_id: _Running(p.job, p.gpu_ids) for p in items[1:]}, alloc)
+    running = {p.job.job_id: _Running(p.job, p.gpu_ids) for p in items}  # items[0] is now first
+    tracked.sync(running, alloc)
+    _same_as_rebuilt(tracked, running, alloc)

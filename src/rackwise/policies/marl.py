@@ -82,12 +82,14 @@ class Marl(BasePolicy):
 
         from rackwise.policies.parts.marl.features import GraphIndex
         from rackwise.policies.parts.marl.inference import CachedActor
+        from rackwise.policies.parts.marl.tracking import TrackedCluster
 
         torch.set_num_threads(self.torch_threads)
         self.checkpoint_ = _cached(self.checkpoint)
         self.n_agents_ = self.checkpoint_.config.n_agents
         self.index_ = GraphIndex.of(view.topology)
         self.actor_ = CachedActor(self.checkpoint_.actor_critic, view.topology)
+        self.tracked_ = TrackedCluster(self.index_)
         self.queues_: list[list[Job]] = [[] for _ in range(self.n_agents_)]
 
     def on_arrival(self, job: Job, now: float) -> None:
@@ -103,14 +105,12 @@ class Marl(BasePolicy):
     def schedule(self, view: ClusterView, now: float) -> Decisions:
         if view.n_free == 0 or not any(self.queues_):
             return NOTHING
-        from rackwise.policies.parts.marl.features import GraphFeatures, Placed, add_resident, residents
+        from rackwise.policies.parts.marl.features import Placed
         from rackwise.policies.parts.marl.placement import place_anchored
 
         free = view.tentative()
-        placed = [Placed(s.job, s.gpu_ids) for s in view.running.values()]
-        # kept up to date as jobs start, not rebuilt per observation
-        on_server = residents(placed, self.index_)
-        graph = GraphFeatures(free, placed, self.index_)
+        tracked = self.tracked_
+        placed: list[Placed] | None = None  # the running jobs, once a head fits
         starts: list[Start] = []
         order = self.rng_.permutation(self.n_agents_).tolist()
         moved = True
@@ -124,14 +124,16 @@ class Marl(BasePolicy):
                 if not queue or queue[0].n_gpus > free.n_free:
                     continue
                 head = queue[0]
-                server = self.decide(free, placed, agent, now, on_server, graph)
+                if placed is None:
+                    tracked.sync(view.running, free)  # before any start: free is the view's
+                    placed = list(tracked.known.values())
+                server = self.decide(free, placed, agent, now, tracked.on_server, tracked.graph)
                 gpus = place_anchored(free, head.n_gpus, server) if server is not None else None
                 if gpus is None:
                     continue
                 free.take(gpus)
                 placed.append(Placed(head, gpus))
-                add_resident(on_server, placed[-1], self.index_)
-                graph.add(placed[-1], free)
+                tracked.add(placed[-1], free)  # residents and features kept up to date as jobs start
                 starts.append(Start(head.job_id, gpus))
                 queue.pop(0)
                 moved = True

@@ -116,6 +116,7 @@ class GraphFeatures:
         self.n_jobs = np.zeros(n_servers)
         self.nic = np.zeros(n_servers)  # jobs on the server that span several servers
         self.crossing = np.zeros(n_racks)  # jobs on the rack that span several racks
+        self.holders = np.zeros(n_gpus, dtype=np.int64)  # jobs holding each GPU
         if placed:
             self._count(placed)
         self._set_rows(free, np.arange(n_servers), np.arange(n_racks))
@@ -131,6 +132,7 @@ class GraphFeatures:
         gpu[ids, 0] = 1.0
         gpu[ids, 1 + fams[owner]] = 1.0
         gpu[ids, 1 + N_FAMILIES] = np.log2(widths[owner]) / 7.0
+        np.add.at(self.holders, ids, 1)
         servers_of = index.gpu_server[ids]
         np.add.at(self.family_gpus, (servers_of, fams[owner]), 1.0)
         pairs = np.unique(servers_of * len(placed) + owner)
@@ -147,26 +149,49 @@ class GraphFeatures:
 
     def add(self, item: Placed, free: FreeGpus) -> None:
         """Count a job that has just taken its GPUs (``free`` no longer has them)."""
-        index, gpu = self.index, self.gpu
+        ids, servers, racks = self._update(item, 1.0)
+        gpu = self.gpu
+        gpu[ids, 0] = 1.0
+        gpu[ids, 1 + family_index(item.job.model)] = 1.0
+        gpu[ids, 1 + N_FAMILIES] = np.log2(np.int64(len(ids))) / 7.0
+        gpu[ids, 2 + N_FAMILIES] = np.float32(len(servers) > 1)
+        self._set_rows(free, servers, racks)
+
+    def remove(self, item: Placed, free: FreeGpus) -> bool:
+        """Uncount a job that has given its GPUs back (``free`` has them again).
+
+        False if another counted job holds one of its GPUs too: that GPU's row
+        cannot be told from the counts, so the caller must rebuild.
+        """
+        ids, servers, racks = self._update(item, -1.0)
+        if self.holders[ids].any():
+            return False
+        self.gpu[ids] = 0.0
+        self._set_rows(free, servers, racks)
+        return True
+
+    def refresh_free(self, free: FreeGpus) -> None:
+        """Read every server's and rack's free GPUs again."""
+        self._set_rows(free, np.arange(len(self.n_jobs)), np.arange(len(self.crossing)))
+
+    def _update(self, item: Placed, sign: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Add ``sign`` x the job to the counts; its GPU ids, servers and racks."""
+        index = self.index
         ids = np.asarray(item.gpu_ids, dtype=np.int64)
         servers, held = np.unique(index.gpu_server[ids], return_counts=True)
         racks = np.unique(index.server_rack[servers])
-        family = family_index(item.job.model)
-        gpu[ids, 0] = 1.0
-        gpu[ids, 1 + family] = 1.0
-        gpu[ids, 1 + N_FAMILIES] = np.log2(np.int64(len(ids))) / 7.0
-        gpu[ids, 2 + N_FAMILIES] = np.float32(len(servers) > 1)
-        self.family_gpus[servers, family] += held
-        self.n_jobs[servers] += 1.0
+        self.holders[ids] += int(sign)
+        self.family_gpus[servers, family_index(item.job.model)] += sign * held
+        self.n_jobs[servers] += sign
         if len(servers) > 1:
-            self.nic[servers] += 1.0
+            self.nic[servers] += sign
         if len(racks) > 1:
-            self.crossing[racks] += 1.0
-        self._set_rows(free, servers, racks)
+            self.crossing[racks] += sign
+        return ids, servers, racks
 
     def _set_rows(self, free: FreeGpus, servers: np.ndarray, racks: np.ndarray) -> None:
         index, server, rack = self.index, self.server, self.rack
-        server_free = np.fromiter((free.free_in_node(s) for s in servers.tolist()), np.float64, len(servers))
+        server_free = np.asarray(free.free_counts(), dtype=np.float64)[servers]
         rack_free = np.fromiter((free.free_in_rack(r) for r in racks.tolist()), np.float64, len(racks))
         size = index.server_size[servers]
         server[servers, 0] = server_free / size
