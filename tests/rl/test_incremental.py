@@ -11,6 +11,8 @@ torch = pytest.importorskip("torch", reason="needs the rl extra: pip install 'ra
 
 from rackwise.cluster.allocation import Allocation  # noqa: E402
 from rackwise.cluster.topology import uniform_cluster  # noqa: E402
+from rackwise.perf.base import IdealPerf  # noqa: E402
+from rackwise.policies.marl import Marl  # noqa: E402
 from rackwise.policies.parts.marl.checkpoint import load  # noqa: E402
 from rackwise.policies.parts.marl.encoder import stack_obs, topology_index  # noqa: E402
 from rackwise.policies.parts.marl.features import (  # noqa: E402
@@ -27,6 +29,7 @@ from rackwise.policies.parts.marl.inference import CachedActor  # noqa: E402
 from rackwise.policies.parts.marl.placement import feasible_servers_one, place_anchored  # noqa: E402
 from rackwise.policies.parts.marl.tracking import TrackedCluster  # noqa: E402
 from rackwise.policies.parts.placement import random_gpus  # noqa: E402
+from rackwise.sim.engine import simulate  # noqa: E402
 from rackwise.workload.job import Job  # noqa: E402
 
 CLUSTER = uniform_cluster(256, 4, 4)  # 64 racks x 4 servers x 4 GPUs: a start recomputes a few of them
@@ -210,3 +213,23 @@ def test_tracked_cluster_rebuilds_when_a_job_comes_before_known_ones() -> None:
     running = {p.job.job_id: _Running(p.job, p.gpu_ids) for p in items}  # items[0] is now first
     tracked.sync(running, alloc)
     _same_as_rebuilt(tracked, running, alloc)
+
+
+class _CheckedMarl(Marl):
+    """Checks after every call that the GPUs asked for per queue match the queues."""
+
+    n_checked = 0
+
+    def schedule(self, view, now):  # type: ignore[no-untyped-def]
+        decisions = super().schedule(view, now)
+        assert self.asked_ == [sum(job.n_gpus for job in queue) for queue in self.queues_]
+        _CheckedMarl.n_checked += any(self.queues_)
+        return decisions
+
+
+def test_gpus_asked_per_queue_follow_the_queues() -> None:
+    rng = np.random.default_rng(0)
+    jobs = [Job(f"j{i}", 5.0 * i, int(rng.choice(WIDTHS[:7])), 200.0 + 10 * i, group=f"g{i % 5}")
+            for i in range(80)]
+    result = simulate(uniform_cluster(8, 4, 4), jobs, _CheckedMarl(), perf=IdealPerf(), seed=0)
+    assert len(result.records) == len(jobs) and _CheckedMarl.n_checked > 10

@@ -91,11 +91,14 @@ class Marl(BasePolicy):
         self.actor_ = CachedActor(self.checkpoint_.actor_critic, view.topology)
         self.tracked_ = TrackedCluster(self.index_)
         self.queues_: list[list[Job]] = [[] for _ in range(self.n_agents_)]
+        self.asked_ = [0] * self.n_agents_  # GPUs asked for by each queue's jobs
 
     def on_arrival(self, job: Job, now: float) -> None:
         from rackwise.policies.parts.marl.features import agent_of
 
-        queue = self.queues_[agent_of(job, self.n_agents_)]
+        agent = agent_of(job, self.n_agents_)
+        queue = self.queues_[agent]
+        self.asked_[agent] += job.n_gpus
         if self.order == "fewest-gpus":
             # after every queued job at most as wide: arrival order within a width
             bisect.insort_right(queue, job, key=lambda queued: queued.n_gpus)
@@ -120,14 +123,15 @@ class Marl(BasePolicy):
                 queue = self.queues_[agent]
                 # a driver that adopts a running cluster announces running jobs as arrivals too
                 while queue and queue[0].job_id not in view.pending:
-                    queue.pop(0)
+                    self.asked_[agent] -= queue.pop(0).n_gpus
                 if not queue or queue[0].n_gpus > free.n_free:
                     continue
                 head = queue[0]
                 if placed is None:
                     tracked.sync(view.running, free)  # before any start: free is the view's
                     placed = list(tracked.known.values())
-                server = self.decide(free, placed, agent, now, tracked.on_server, tracked.graph)
+                server = self.decide(free, placed, agent, now, tracked.on_server, tracked.graph,
+                                     self.asked_)
                 gpus = place_anchored(free, head.n_gpus, server) if server is not None else None
                 if gpus is None:
                     continue
@@ -135,17 +139,18 @@ class Marl(BasePolicy):
                 placed.append(Placed(head, gpus))
                 tracked.add(placed[-1], free)  # residents and features kept up to date as jobs start
                 starts.append(Start(head.job_id, gpus))
-                queue.pop(0)
+                self.asked_[agent] -= queue.pop(0).n_gpus
                 moved = True
         return Decisions(start=tuple(starts)) if starts else NOTHING
 
     def decide(self, free: Any, placed: list[Any], agent: int, now: float,
-               on_server: list[Any] | None = None, graph: Any = None) -> int | None:
+               on_server: list[Any] | None = None, graph: Any = None,
+               asked: list[int] | None = None) -> int | None:
         """The agent's anchor server for its queue head (argmax of the actor, or the fixed
         rule of ``placement``), or None to wait.
 
-        ``on_server``: the residents of ``placed`` per server, and ``graph``: their
-        `GraphFeatures`, if the caller keeps them.
+        ``on_server``: the residents of ``placed`` per server, ``graph``: their
+        `GraphFeatures`, and ``asked``: the GPUs each queue asks for, if the caller keeps them.
         """
         import torch
 
@@ -155,7 +160,8 @@ class Marl(BasePolicy):
         # only the actor and the greedy rule read the interference model's columns
         predictor = self.checkpoint_.predictor if learned or self.placement in NEEDS_PREDICTOR else None
         obs = observation(free, placed, self.queues_, agent, now=now, clock=0.0, index=self.index_,
-                          predictor=predictor, wait_allowed=False, on_server=on_server, graph=graph)
+                          predictor=predictor, wait_allowed=False, on_server=on_server, graph=graph,
+                          asked=asked)
         if not learned:
             action = anchor_action(self.placement, obs, self.rng_)
             return action if action < free.topology.n_nodes else None

@@ -209,11 +209,16 @@ class GraphFeatures:
                 "rack": np.minimum(self.rack, 4.0)}
 
 
-def queue_summary(queue: Sequence[Job], now: float, cluster_gpus: int) -> np.ndarray:
-    """(jobs queued / 20, GPUs asked / cluster, head age in hours / 10, any queued), clipped to 1."""
+def queue_summary(queue: Sequence[Job], now: float, cluster_gpus: int, asked: int | None = None
+                  ) -> np.ndarray:
+    """(jobs queued / 20, GPUs asked / cluster, head age in hours / 10, any queued), clipped to 1.
+
+    ``asked``: the GPUs the queue's jobs ask for in all, if the caller keeps count.
+    """
     if not queue:
         return np.zeros(N_QUEUE_FEATURES, dtype=np.float32)
-    asked = sum(job.n_gpus for job in queue)
+    if asked is None:
+        asked = sum(job.n_gpus for job in queue)
     age_h = max(0.0, now - queue[0].submit_time) / 3600.0
     return np.minimum(np.asarray([len(queue) / 20.0, asked / cluster_gpus, age_h / 10.0, 1.0],
                                  dtype=np.float32), 1.0)
@@ -292,17 +297,20 @@ def observation(free: FreeGpus, placed: Sequence[Placed], queues: Sequence[Seque
                 predictor: object | None, wait_allowed: bool,
                 deciding: bool = True,
                 on_server: list[list[tuple[Placed, float]]] | None = None,
-                graph: GraphFeatures | None = None) -> dict[str, np.ndarray]:
+                graph: GraphFeatures | None = None,
+                asked: Sequence[int] | None = None) -> dict[str, np.ndarray]:
     """One agent's observation (see the module docstring and `rackwise.rl.envs`).
 
     ``deciding`` False (or an empty queue, or a head that does not fit) leaves
     only the no-op (the last action) allowed. ``on_server``: `residents` of
-    ``placed``, and ``graph``: its `GraphFeatures`, if the caller keeps them up
-    to date (else they are worked out here).
+    ``placed``, ``graph``: its `GraphFeatures`, and ``asked``: the GPUs each
+    queue asks for, if the caller keeps them up to date (else they are worked
+    out here).
     """
     topology = free.topology
     obs = graph.arrays() if graph is not None else graph_features(free, placed, index)
-    obs["queues"] = np.stack([queue_summary(q, now, topology.n_gpus) for q in queues])
+    totals = asked if asked is not None else [None] * len(queues)
+    obs["queues"] = np.stack([queue_summary(q, now, topology.n_gpus, total) for q, total in zip(queues, totals)])
     obs["clock"] = np.asarray([min(clock, 4.0) / 4.0], dtype=np.float32)
     queue = queues[agent]
     head = queue[0] if deciding and queue and queue[0].n_gpus <= free.n_free else None
