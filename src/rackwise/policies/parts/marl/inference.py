@@ -14,12 +14,19 @@ same bit for bit.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rackwise.policies.parts.marl import require
-from rackwise.policies.parts.marl.encoder import scatter_max, scatter_mean, stack_obs, topology_index
+from rackwise.policies.parts.marl.encoder import (
+    group_counts,
+    scatter_max,
+    scatter_mean,
+    stack_obs,
+    topology_index,
+)
 
 if TYPE_CHECKING:
     import torch
@@ -34,29 +41,50 @@ MIN_ROWS = 64
 class _Groups:
     """Members of each group (GPUs of a server, servers of a rack), each in ascending order."""
 
-    def __init__(self, group_of: np.ndarray, n_groups: int) -> None:
-        self.group_of = group_of
-        order = np.argsort(group_of, kind="stable")
-        self.sizes = np.bincount(group_of, minlength=n_groups)
+    def __init__(self, group_of: torch.Tensor, n_groups: int) -> None:
+        self.index = group_of
+        self.group_of = group_of.numpy()
+        self.n_groups = n_groups
+        self.counts = group_counts(group_of, n_groups)  # `scatter_mean`'s divisor over all groups
+        order = np.argsort(self.group_of, kind="stable")
+        self.sizes = np.bincount(self.group_of, minlength=n_groups)
         self.members = np.split(order, np.cumsum(self.sizes)[:-1])
 
-    def rows(self, changed: np.ndarray) -> tuple[list[int], torch.Tensor, torch.Tensor]:
-        """The groups of the ``changed`` members (with more, up to `MIN_ROWS` rows), their
-        members' rows in the full pass's order, and each row's group among them."""
+    def rows(self, changed: np.ndarray) -> _Rows | None:
+        """The groups of the ``changed`` members (with more, up to `MIN_ROWS` rows); None if that
+        is every group."""
         chosen = np.unique(self.group_of[changed]).tolist()
         n_rows = int(self.sizes[chosen].sum())
         if n_rows < MIN_ROWS:  # an unchanged group comes out the same: add some
             taken = set(chosen)
-            for group in range(len(self.sizes)):
+            for group in range(self.n_groups):
                 if n_rows >= MIN_ROWS:
                     break
                 if group not in taken:
                     chosen.append(group)
                     n_rows += int(self.sizes[group])
             chosen.sort()
-        rows = torch.from_numpy(np.concatenate([self.members[g] for g in chosen]))
-        local = torch.repeat_interleave(torch.arange(len(chosen)), torch.from_numpy(self.sizes[chosen]))
-        return chosen, rows, local
+        if len(chosen) == self.n_groups:
+            return None
+        sizes = self.sizes[chosen]
+        return _Rows(torch.as_tensor(chosen), torch.from_numpy(np.concatenate([self.members[g] for g in chosen])),
+                     torch.from_numpy(np.repeat(np.arange(len(chosen)), sizes)),
+                     torch.from_numpy(sizes).clamp(min=1).to(torch.float32))
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """Some groups: their ids, their members' rows in the full pass's order, each row's group
+    among them, and the groups' `group_counts`."""
+
+    groups: torch.Tensor
+    rows: torch.Tensor
+    local: torch.Tensor
+    counts: torch.Tensor
+
+    @property
+    def n_groups(self) -> int:
+        return len(self.groups)
 
 
 def _changed_rows(new: np.ndarray, old: np.ndarray) -> np.ndarray:
@@ -69,10 +97,9 @@ class CachedActor:
 
     def __init__(self, model: Any, topology: Any) -> None:
         self.model = model
-        self.gpu_server, self.server_rack = topology_index(topology)
-        self.n_servers, self.n_racks = topology.n_nodes, topology.n_racks
-        self.servers = _Groups(self.gpu_server.numpy(), self.n_servers)
-        self.racks = _Groups(self.server_rack.numpy(), self.n_racks)
+        gpu_server, self.server_rack = topology_index(topology)
+        self.servers = _Groups(gpu_server, topology.n_nodes)
+        self.racks = _Groups(self.server_rack, topology.n_racks)
         self.last: dict[str, np.ndarray] = {}  # the GPU and server features seen last
         self.kept: dict[str, torch.Tensor] = {}  # per server: gpu_mean, gpu_max, z_s; per rack: mean, max
 
@@ -82,15 +109,16 @@ class CachedActor:
         encoder = self.model.actor_encoder
         with torch.inference_mode():
             if not self.last:
-                self._full(batch)
+                self._gpu_level(None, batch)
+                self._server_level(None, batch)
             else:
                 gpus = _changed_rows(obs["gpu"], self.last["gpu"])
                 if gpus.size:
-                    self._gpu_level(gpus, batch)
+                    self._gpu_level(self.servers.rows(gpus), batch)
                 servers = np.union1d(np.unique(self.servers.group_of[gpus]),
                                      _changed_rows(obs["server"], self.last["server"]))
                 if servers.size:
-                    self._server_level(servers, batch)
+                    self._server_level(self.racks.rows(servers), batch)
             self.last = {"gpu": obs["gpu"], "server": obs["server"]}
             kept = self.kept
             z = {"server": kept["z_s"],
@@ -98,32 +126,32 @@ class CachedActor:
             scores: torch.Tensor = self.model.actor_scores(z, batch, self.server_rack)
         return scores
 
-    def _full(self, batch: dict[str, torch.Tensor]) -> None:
-        encoder, kept = self.model.actor_encoder, self.kept
-        h = encoder.gpu_level(batch["gpu"], self.gpu_server, self.n_servers)
-        kept["gpu_mean"] = scatter_mean(h, self.gpu_server, self.n_servers)
-        kept["gpu_max"] = scatter_max(h, self.gpu_server, self.n_servers)
-        z_s = encoder.server_level(kept["gpu_mean"], kept["gpu_max"], batch["server"], self.server_rack,
-                                   self.n_racks)
-        kept["z_s"] = z_s
-        kept["rack_mean"] = scatter_mean(z_s, self.server_rack, self.n_racks)
-        kept["rack_max"] = scatter_max(z_s, self.server_rack, self.n_racks)
+    def _gpu_level(self, some: _Rows | None, batch: dict[str, torch.Tensor]) -> None:
+        """Pooled GPU embeddings again, of ``some`` servers or (None) of all."""
+        encoder, kept, servers = self.model.actor_encoder, self.kept, self.servers
+        if some is None:
+            h = encoder.gpu_level(batch["gpu"], servers.index, servers.n_groups, servers.counts)
+            kept["gpu_mean"] = scatter_mean(h, servers.index, servers.n_groups, servers.counts)
+            kept["gpu_max"] = scatter_max(h, servers.index, servers.n_groups)
+            return
+        h = encoder.gpu_level(batch["gpu"][:, some.rows], some.local, some.n_groups, some.counts)
+        kept["gpu_mean"][:, some.groups] = scatter_mean(h, some.local, some.n_groups, some.counts)
+        kept["gpu_max"][:, some.groups] = scatter_max(h, some.local, some.n_groups)
 
-    def _gpu_level(self, gpus: np.ndarray, batch: dict[str, torch.Tensor]) -> None:
-        """Pooled GPU embeddings again for the servers of the changed ``gpus``."""
-        servers, rows, local = self.servers.rows(gpus)
-        h = self.model.actor_encoder.gpu_level(batch["gpu"][:, rows], local, len(servers))
-        at = torch.as_tensor(servers)
-        self.kept["gpu_mean"][:, at] = scatter_mean(h, local, len(servers))
-        self.kept["gpu_max"][:, at] = scatter_max(h, local, len(servers))
-
-    def _server_level(self, servers: np.ndarray, batch: dict[str, torch.Tensor]) -> None:
-        """Server embeddings and their per-rack pools again for the racks of ``servers``."""
-        kept = self.kept
-        racks, rows, local = self.racks.rows(servers)
-        z_s = self.model.actor_encoder.server_level(kept["gpu_mean"][:, rows], kept["gpu_max"][:, rows],
-                                                    batch["server"][:, rows], local, len(racks))
+    def _server_level(self, some: _Rows | None, batch: dict[str, torch.Tensor]) -> None:
+        """Server embeddings and their per-rack pools again, of the servers of ``some`` racks or
+        (None) of all."""
+        encoder, kept, racks = self.model.actor_encoder, self.kept, self.racks
+        if some is None:
+            z_s = encoder.server_level(kept["gpu_mean"], kept["gpu_max"], batch["server"], racks.index,
+                                       racks.n_groups, racks.counts)
+            kept["z_s"] = z_s
+            kept["rack_mean"] = scatter_mean(z_s, racks.index, racks.n_groups, racks.counts)
+            kept["rack_max"] = scatter_max(z_s, racks.index, racks.n_groups)
+            return
+        rows = some.rows
+        z_s = encoder.server_level(kept["gpu_mean"][:, rows], kept["gpu_max"][:, rows], batch["server"][:, rows],
+                                   some.local, some.n_groups, some.counts)
         kept["z_s"][:, rows] = z_s
-        at = torch.as_tensor(racks)
-        kept["rack_mean"][:, at] = scatter_mean(z_s, local, len(racks))
-        kept["rack_max"][:, at] = scatter_max(z_s, local, len(racks))
+        kept["rack_mean"][:, some.groups] = scatter_mean(z_s, some.local, some.n_groups, some.counts)
+        kept["rack_max"][:, some.groups] = scatter_max(z_s, some.local, some.n_groups)
