@@ -117,6 +117,8 @@ class GraphFeatures:
         self.nic = np.zeros(n_servers)  # jobs on the server that span several servers
         self.crossing = np.zeros(n_racks)  # jobs on the rack that span several racks
         self.holders = np.zeros(n_gpus, dtype=np.int64)  # jobs holding each GPU
+        self.server_free = np.zeros(n_servers)  # free GPUs the rows were written with
+        self.rack_free = np.zeros(n_racks)
         if placed:
             self._count(placed)
         self._set_rows(free, np.arange(n_servers), np.arange(n_racks))
@@ -171,8 +173,14 @@ class GraphFeatures:
         return True
 
     def refresh_free(self, free: FreeGpus) -> None:
-        """Read every server's and rack's free GPUs again."""
-        self._set_rows(free, np.arange(len(self.n_jobs)), np.arange(len(self.crossing)))
+        """Read every server's and rack's free GPUs again (rewriting the rows where they changed)."""
+        server_free = np.asarray(free.free_counts(), dtype=np.float64)
+        rack_free = np.fromiter((free.free_in_rack(r) for r in range(len(self.crossing))), np.float64,
+                                len(self.crossing))
+        servers = np.flatnonzero(server_free != self.server_free)
+        racks = np.flatnonzero(rack_free != self.rack_free)
+        if servers.size or racks.size:
+            self._set_rows(free, servers, racks)
 
     def _update(self, item: Placed, sign: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Add ``sign`` x the job to the counts; its GPU ids, servers and racks."""
@@ -193,6 +201,8 @@ class GraphFeatures:
         index, server, rack = self.index, self.server, self.rack
         server_free = np.asarray(free.free_counts(), dtype=np.float64)[servers]
         rack_free = np.fromiter((free.free_in_rack(r) for r in racks.tolist()), np.float64, len(racks))
+        self.server_free[servers] = server_free
+        self.rack_free[racks] = rack_free
         size = index.server_size[servers]
         server[servers, 0] = server_free / size
         server[servers, 1] = self.n_jobs[servers] / 8.0

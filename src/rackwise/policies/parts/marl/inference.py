@@ -24,7 +24,6 @@ from rackwise.policies.parts.marl.encoder import (
     group_counts,
     scatter_max,
     scatter_mean,
-    stack_obs,
     topology_index,
 )
 
@@ -105,7 +104,9 @@ class CachedActor:
 
     def logits(self, obs: dict[str, np.ndarray]) -> torch.Tensor:
         """Masked logits over the servers plus "wait" (last), batch of one."""
-        batch = stack_obs([obs])
+        # a batch of one, as `stack_obs` gives it, without copying: the same numbers in the same layout
+        batch = {key: torch.from_numpy(value[None]) for key, value in obs.items()}
+        batch["mask"] = batch["mask"].bool()
         encoder = self.model.actor_encoder
         with torch.inference_mode():
             if not self.last:

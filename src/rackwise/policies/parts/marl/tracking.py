@@ -31,7 +31,8 @@ class TrackedCluster:
         """Match ``running`` (job id -> state with ``job`` and ``gpu_ids``, in start order) and ``free``."""
         known = self.known
         gone = [job_id for job_id, item in known.items()
-                if job_id not in running or tuple(running[job_id].gpu_ids) != item.gpu_ids]
+                if (state := running.get(job_id)) is None
+                or (state.gpu_ids is not item.gpu_ids and tuple(state.gpu_ids) != item.gpu_ids)]
         moved = set(gone)
         new = [job_id for job_id in running if job_id not in known or job_id in moved]
         if self.graph is None or not self._appended(running, new) or not self._remove(gone, free):
