@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -186,8 +187,10 @@ class GraphFeatures:
         """Add ``sign`` x the job to the counts; its GPU ids, servers and racks."""
         index = self.index
         ids = np.asarray(item.gpu_ids, dtype=np.int64)
-        servers, held = np.unique(index.gpu_server[ids], return_counts=True)
-        racks = np.unique(index.server_rack[servers])
+        per_server = Counter(index.gpu_server[ids].tolist())  # a few GPUs: cheaper than np.unique
+        servers = np.asarray(sorted(per_server), dtype=np.int64)
+        held = np.asarray([per_server[s] for s in servers.tolist()], dtype=np.float64)
+        racks = np.asarray(sorted(set(index.server_rack[servers].tolist())), dtype=np.int64)
         self.holders[ids] += int(sign)
         self.family_gpus[servers, family_index(item.job.model)] += sign * held
         self.n_jobs[servers] += sign

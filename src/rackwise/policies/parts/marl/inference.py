@@ -52,7 +52,7 @@ class _Groups:
     def rows(self, changed: np.ndarray) -> _Rows | None:
         """The groups of the ``changed`` members (with more, up to `MIN_ROWS` rows); None if that
         is every group."""
-        chosen = np.unique(self.group_of[changed]).tolist()
+        chosen = sorted(set(self.group_of[changed].tolist()))
         n_rows = int(self.sizes[chosen].sum())
         if n_rows < MIN_ROWS:  # an unchanged group comes out the same: add some
             taken = set(chosen)
