@@ -80,20 +80,25 @@ class Marl(BasePolicy):
         _check_extra()
         import torch
 
-        from rackwise.policies.parts.marl.encoder import topology_index
         from rackwise.policies.parts.marl.features import GraphIndex
+        from rackwise.policies.parts.marl.inference import CachedActor
+        from rackwise.policies.parts.marl.tracking import TrackedCluster
 
         torch.set_num_threads(self.torch_threads)
         self.checkpoint_ = _cached(self.checkpoint)
         self.n_agents_ = self.checkpoint_.config.n_agents
         self.index_ = GraphIndex.of(view.topology)
-        self.tensors_ = topology_index(view.topology)
+        self.actor_ = CachedActor(self.checkpoint_.actor_critic, view.topology)
+        self.tracked_ = TrackedCluster(self.index_)
         self.queues_: list[list[Job]] = [[] for _ in range(self.n_agents_)]
+        self.asked_ = [0] * self.n_agents_  # GPUs asked for by each queue's jobs
 
     def on_arrival(self, job: Job, now: float) -> None:
         from rackwise.policies.parts.marl.features import agent_of
 
-        queue = self.queues_[agent_of(job, self.n_agents_)]
+        agent = agent_of(job, self.n_agents_)
+        queue = self.queues_[agent]
+        self.asked_[agent] += job.n_gpus
         if self.order == "fewest-gpus":
             # after every queued job at most as wide: arrival order within a width
             bisect.insort_right(queue, job, key=lambda queued: queued.n_gpus)
@@ -103,12 +108,12 @@ class Marl(BasePolicy):
     def schedule(self, view: ClusterView, now: float) -> Decisions:
         if view.n_free == 0 or not any(self.queues_):
             return NOTHING
-        from rackwise.policies.parts.marl.features import Placed, add_resident, residents
+        from rackwise.policies.parts.marl.features import Placed
         from rackwise.policies.parts.marl.placement import place_anchored
 
         free = view.tentative()
-        placed = [Placed(s.job, s.gpu_ids) for s in view.running.values()]
-        on_server = residents(placed, self.index_)  # kept up to date, not rebuilt per observation
+        tracked = self.tracked_
+        placed: list[Placed] | None = None  # the running jobs, once a head fits
         starts: list[Start] = []
         order = self.rng_.permutation(self.n_agents_).tolist()
         moved = True
@@ -118,44 +123,49 @@ class Marl(BasePolicy):
                 queue = self.queues_[agent]
                 # a driver that adopts a running cluster announces running jobs as arrivals too
                 while queue and queue[0].job_id not in view.pending:
-                    queue.pop(0)
+                    self.asked_[agent] -= queue.pop(0).n_gpus
                 if not queue or queue[0].n_gpus > free.n_free:
                     continue
                 head = queue[0]
-                server = self.decide(free, placed, agent, now, on_server)
+                if placed is None:
+                    tracked.sync(view.running, free)  # before any start: free is the view's
+                    placed = list(tracked.known.values())
+                server = self.decide(free, placed, agent, now, tracked.on_server, tracked.graph,
+                                     self.asked_)
                 gpus = place_anchored(free, head.n_gpus, server) if server is not None else None
                 if gpus is None:
                     continue
                 free.take(gpus)
                 placed.append(Placed(head, gpus))
-                add_resident(on_server, placed[-1], self.index_)
+                tracked.add(placed[-1], free)  # residents and features kept up to date as jobs start
                 starts.append(Start(head.job_id, gpus))
-                queue.pop(0)
+                self.asked_[agent] -= queue.pop(0).n_gpus
                 moved = True
         return Decisions(start=tuple(starts)) if starts else NOTHING
 
     def decide(self, free: Any, placed: list[Any], agent: int, now: float,
-               on_server: list[Any] | None = None) -> int | None:
+               on_server: list[Any] | None = None, graph: Any = None,
+               asked: list[int] | None = None) -> int | None:
         """The agent's anchor server for its queue head (argmax of the actor, or the fixed
         rule of ``placement``), or None to wait.
 
-        ``on_server``: the residents of ``placed`` per server, if the caller keeps them.
+        ``on_server``: the residents of ``placed`` per server, ``graph``: their
+        `GraphFeatures`, and ``asked``: the GPUs each queue asks for, if the caller keeps them.
         """
         import torch
 
-        from rackwise.policies.parts.marl.encoder import stack_obs
         from rackwise.policies.parts.marl.features import observation
 
         learned = self.placement == "learned"
         # only the actor and the greedy rule read the interference model's columns
         predictor = self.checkpoint_.predictor if learned or self.placement in NEEDS_PREDICTOR else None
         obs = observation(free, placed, self.queues_, agent, now=now, clock=0.0, index=self.index_,
-                          predictor=predictor, wait_allowed=False, on_server=on_server)
+                          predictor=predictor, wait_allowed=False, on_server=on_server, graph=graph,
+                          asked=asked)
         if not learned:
             action = anchor_action(self.placement, obs, self.rng_)
             return action if action < free.topology.n_nodes else None
-        with torch.no_grad():
-            logits, _ = self.checkpoint_.actor_critic.logits(stack_obs([obs]), *self.tensors_)
+        logits = self.actor_.logits(obs)
         # Kernels differ in the last bits between CPUs (AVX2, AVX-512, none): compare logits on a
         # coarser grid, first server first on a tie, so the choice is the same on every machine.
         action = int(torch.round(logits[0] * 256.0).argmax())

@@ -34,11 +34,21 @@ torch = require("torch")
 nn = torch.nn
 
 
-def scatter_mean(x: torch.Tensor, index: torch.Tensor, n_out: int) -> torch.Tensor:
-    """Mean of rows of ``x`` (B, N, F) grouped by ``index`` (N,) into (B, n_out, F)."""
+def scatter_mean(x: torch.Tensor, index: torch.Tensor, n_out: int,
+                 counts: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean of rows of ``x`` (B, N, F) grouped by ``index`` (N,) into (B, n_out, F).
+
+    ``counts``: `group_counts` of ``index``, if the caller keeps them.
+    """
     out = x.new_zeros(x.shape[0], n_out, x.shape[2]).index_add_(1, index, x)
-    counts = torch.bincount(index, minlength=n_out).clamp(min=1).to(x.dtype)
+    if counts is None:
+        counts = group_counts(index, n_out, x.dtype)
     return out / counts.view(1, -1, 1)
+
+
+def group_counts(index: torch.Tensor, n_out: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Rows per group of ``index`` (at least 1), the divisor of `scatter_mean`."""
+    return torch.bincount(index, minlength=n_out).clamp(min=1).to(dtype)
 
 
 def scatter_max(x: torch.Tensor, index: torch.Tensor, n_out: int) -> torch.Tensor:
@@ -59,11 +69,12 @@ class _Siblings(nn.Module):
         self.update = nn.Linear(2 * hidden, hidden)
         self.norm = nn.LayerNorm(hidden)
 
-    def forward(self, h: torch.Tensor, index: torch.Tensor | None, n_groups: int) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, index: torch.Tensor | None, n_groups: int,
+                counts: torch.Tensor | None = None) -> torch.Tensor:
         if index is None:  # one group: the datacenter
             message = h.mean(dim=1, keepdim=True).expand_as(h)
         else:
-            message = scatter_mean(h, index, n_groups)[:, index]
+            message = scatter_mean(h, index, n_groups, counts)[:, index]
         out: torch.Tensor = self.norm(h + torch.relu(self.update(torch.cat([h, message], dim=-1))))
         return out
 
@@ -91,22 +102,46 @@ class HierarchicalEncoder(nn.Module):
     def forward(self, obs: dict[str, torch.Tensor], gpu_server: torch.Tensor,
                 server_rack: torch.Tensor) -> dict[str, torch.Tensor]:
         n_servers, n_racks = obs["server"].shape[1], obs["rack"].shape[1]
-        h = torch.relu(self.gpu_in(obs["gpu"]))
-        gpu_rounds, server_rounds, rack_rounds = (cast(nn.ModuleList, level) for level in self.levels)
-        for layer in gpu_rounds:
-            h = layer(h, gpu_server, n_servers)
+        h = self.gpu_level(obs["gpu"], gpu_server, n_servers)
+        z_s = self.server_level(scatter_mean(h, gpu_server, n_servers), scatter_max(h, gpu_server, n_servers),
+                                obs["server"], server_rack, n_racks)
+        z = self.rack_levels(scatter_mean(z_s, server_rack, n_racks), scatter_max(z_s, server_rack, n_racks),
+                             obs["rack"])
+        return {"gpu": h, "server": z_s, **z}
+
+    def gpu_level(self, gpu: torch.Tensor, gpu_server: torch.Tensor, n_servers: int,
+                  counts: torch.Tensor | None = None) -> torch.Tensor:
+        """GPU embeddings after the sibling rounds within each server (a server's GPUs see no other).
+
+        ``counts``: `group_counts` of ``gpu_server``, if the caller keeps them.
+        """
+        h = torch.relu(self.gpu_in(gpu))
+        for layer in cast(nn.ModuleList, self.levels[0]):
+            h = layer(h, gpu_server, n_servers, counts)
+        return h
+
+    def server_level(self, gpu_mean: torch.Tensor, gpu_max: torch.Tensor, server: torch.Tensor,
+                     server_rack: torch.Tensor, n_racks: int, counts: torch.Tensor | None = None
+                     ) -> torch.Tensor:
+        """Server embeddings after the sibling rounds within each rack (a rack's servers see no other).
+
+        ``counts``: `group_counts` of ``server_rack``, if the caller keeps them.
+        """
         z_s = torch.relu(self.server_pool(torch.cat([
-            scatter_mean(h, gpu_server, n_servers), scatter_max(h, gpu_server, n_servers),
-            torch.relu(self.server_in(obs["server"]))], dim=-1)))
-        for layer in server_rounds:
-            z_s = layer(z_s, server_rack, n_racks)
+            gpu_mean, gpu_max, torch.relu(self.server_in(server))], dim=-1)))
+        for layer in cast(nn.ModuleList, self.levels[1]):
+            z_s = layer(z_s, server_rack, n_racks, counts)
+        return z_s
+
+    def rack_levels(self, server_mean: torch.Tensor, server_max: torch.Tensor,
+                    rack: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Rack and datacenter embeddings from the per-rack mean and max of the server level."""
         z_r = torch.relu(self.rack_pool(torch.cat([
-            scatter_mean(z_s, server_rack, n_racks), scatter_max(z_s, server_rack, n_racks),
-            torch.relu(self.rack_in(obs["rack"]))], dim=-1)))
-        for layer in rack_rounds:
+            server_mean, server_max, torch.relu(self.rack_in(rack))], dim=-1)))
+        for layer in cast(nn.ModuleList, self.levels[2]):
             z_r = layer(z_r, None, 1)
         z_dc = torch.relu(self.dc_pool(torch.cat([z_r.mean(dim=1), z_r.max(dim=1).values], dim=-1)))
-        return {"gpu": h, "server": z_s, "rack": z_r, "dc": z_dc}
+        return {"rack": z_r, "dc": z_dc}
 
 
 class ActorCritic(nn.Module):
@@ -132,6 +167,11 @@ class ActorCritic(nn.Module):
                server_rack: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Masked logits over servers plus "wait" (last), and the actor's embeddings."""
         z = self.actor_encoder(obs, gpu_server, server_rack)
+        return self.actor_scores(z, obs, server_rack), z
+
+    def actor_scores(self, z: dict[str, torch.Tensor], obs: dict[str, torch.Tensor],
+                     server_rack: torch.Tensor) -> torch.Tensor:
+        """`logits` from the actor's embeddings ``z`` (server, rack and datacenter)."""
         job = self.job_in(obs["job"])
         n_servers = z["server"].shape[1]
         per_server = torch.cat([
@@ -140,7 +180,8 @@ class ActorCritic(nn.Module):
             torch.relu(self.candidate_in(obs["candidate"]))], dim=-1)
         scores = torch.cat([self.server_head(per_server).squeeze(-1),
                             self.wait_head(torch.cat([z["dc"], job], dim=-1))], dim=-1)
-        return scores.masked_fill(~obs["mask"], float("-inf")), z
+        masked: torch.Tensor = scores.masked_fill(~obs["mask"], float("-inf"))
+        return masked
 
     def value(self, obs: dict[str, torch.Tensor], gpu_server: torch.Tensor,
               server_rack: torch.Tensor) -> torch.Tensor:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -30,7 +31,7 @@ import numpy as np
 from rackwise.cluster.allocation import FreeGpus
 from rackwise.cluster.topology import Topology
 from rackwise.perf.catalogue import CATALOGUE
-from rackwise.policies.parts.marl.placement import feasible_servers, place_anchored
+from rackwise.policies.parts.marl.placement import feasible_mask, place_anchored
 from rackwise.workload.job import Job
 
 FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(spec.family for spec in CATALOGUE.values()))
@@ -94,20 +95,39 @@ class Placed:
 def graph_features(free: FreeGpus, placed: Sequence[Placed], index: GraphIndex
                    ) -> dict[str, np.ndarray]:
     """GPU, server and rack feature matrices of the cluster now."""
-    topology = free.topology
-    n_gpus, n_servers, n_racks = topology.n_gpus, topology.n_nodes, topology.n_racks
-    gpu = np.zeros((n_gpus, N_GPU_FEATURES), dtype=np.float32)
-    server = np.zeros((n_servers, N_SERVER_FEATURES), dtype=np.float32)
-    rack = np.zeros((n_racks, N_RACK_FEATURES), dtype=np.float32)
-    server_free = np.fromiter((free.free_in_node(s) for s in range(n_servers)), np.float64, n_servers)
-    rack_free = np.fromiter((free.free_in_rack(r) for r in range(n_racks)), np.float64, n_racks)
-    server[:, 0] = server_free / index.server_size
-    rack[:, 0] = rack_free / index.rack_size
-    n_jobs = np.zeros(n_servers)
-    nic = np.zeros(n_servers)
-    crossing = np.zeros(n_racks)
-    if placed:
+    return GraphFeatures(free, placed, index).arrays()
+
+
+class GraphFeatures:
+    """`graph_features` kept up to date as jobs start.
+
+    A start rewrites only the rows of its GPUs, servers and racks, with the
+    arithmetic a rebuild would do, so `arrays` equals `graph_features` of the
+    new state bit for bit.
+    """
+
+    def __init__(self, free: FreeGpus, placed: Sequence[Placed], index: GraphIndex) -> None:
+        topology = free.topology
+        n_gpus, n_servers, n_racks = topology.n_gpus, topology.n_nodes, topology.n_racks
+        self.index = index
+        self.gpu = np.zeros((n_gpus, N_GPU_FEATURES), dtype=np.float32)
+        self.server = np.zeros((n_servers, N_SERVER_FEATURES), dtype=np.float32)
+        self.rack = np.zeros((n_racks, N_RACK_FEATURES), dtype=np.float32)
+        self.family_gpus = np.zeros((n_servers, N_FAMILIES))  # GPUs held per family
+        self.n_jobs = np.zeros(n_servers)
+        self.nic = np.zeros(n_servers)  # jobs on the server that span several servers
+        self.crossing = np.zeros(n_racks)  # jobs on the rack that span several racks
+        self.holders = np.zeros(n_gpus, dtype=np.int64)  # jobs holding each GPU
+        self.server_free = np.zeros(n_servers)  # free GPUs the rows were written with
+        self.rack_free = np.zeros(n_racks)
+        if placed:
+            self._count(placed)
+        self._set_rows(free, np.arange(n_servers), np.arange(n_racks))
+
+    def _count(self, placed: Sequence[Placed]) -> None:
         # vectorised over every held GPU: one row per (GPU, job), then (server, job) pairs
+        index, gpu = self.index, self.gpu
+        n_servers, n_racks = len(self.n_jobs), len(self.crossing)
         widths = np.fromiter((len(p.gpu_ids) for p in placed), np.int64, len(placed))
         fams = np.fromiter((family_index(p.job.model) for p in placed), np.int64, len(placed))
         ids = np.fromiter((g for p in placed for g in p.gpu_ids), np.int64, int(widths.sum()))
@@ -115,33 +135,103 @@ def graph_features(free: FreeGpus, placed: Sequence[Placed], index: GraphIndex
         gpu[ids, 0] = 1.0
         gpu[ids, 1 + fams[owner]] = 1.0
         gpu[ids, 1 + N_FAMILIES] = np.log2(widths[owner]) / 7.0
+        np.add.at(self.holders, ids, 1)
         servers_of = index.gpu_server[ids]
-        np.add.at(server, (servers_of, 3 + fams[owner]), 1.0)
+        np.add.at(self.family_gpus, (servers_of, fams[owner]), 1.0)
         pairs = np.unique(servers_of * len(placed) + owner)
         pair_server, pair_job = pairs // len(placed), pairs % len(placed)
-        n_jobs = np.bincount(pair_server, minlength=n_servers).astype(np.float64)
+        self.n_jobs = np.bincount(pair_server, minlength=n_servers).astype(np.float64)
         spans = np.bincount(pair_job, minlength=len(placed))
         multi = spans[pair_job] > 1
-        nic = np.bincount(pair_server[multi], minlength=n_servers).astype(np.float64)
+        self.nic = np.bincount(pair_server[multi], minlength=n_servers).astype(np.float64)
         gpu[ids, 2 + N_FAMILIES] = (spans[owner] > 1).astype(np.float32)
         rack_pairs = np.unique(index.server_rack[pair_server] * len(placed) + pair_job)
         rack_of, rack_job = rack_pairs // len(placed), rack_pairs % len(placed)
         n_racks_of = np.bincount(rack_job, minlength=len(placed))
-        crossing = np.bincount(rack_of[n_racks_of[rack_job] > 1], minlength=n_racks).astype(np.float64)
-    server[:, 1] = n_jobs / 8.0
-    server[:, 2] = nic / 8.0
-    server[:, 3:] /= index.server_size[:, None]
-    rack[:, 1] = crossing / 8.0
-    rack[:, 2] = 1.0 / (1.0 + crossing)
-    return {"gpu": np.minimum(gpu, 4.0), "server": np.minimum(server, 4.0),
-            "rack": np.minimum(rack, 4.0)}
+        self.crossing = np.bincount(rack_of[n_racks_of[rack_job] > 1], minlength=n_racks).astype(np.float64)
+
+    def add(self, item: Placed, free: FreeGpus) -> None:
+        """Count a job that has just taken its GPUs (``free`` no longer has them)."""
+        ids, servers, racks = self._update(item, 1.0)
+        gpu = self.gpu
+        gpu[ids, 0] = 1.0
+        gpu[ids, 1 + family_index(item.job.model)] = 1.0
+        gpu[ids, 1 + N_FAMILIES] = np.log2(np.int64(len(ids))) / 7.0
+        gpu[ids, 2 + N_FAMILIES] = np.float32(len(servers) > 1)
+        self._set_rows(free, servers, racks)
+
+    def remove(self, item: Placed, free: FreeGpus) -> bool:
+        """Uncount a job that has given its GPUs back (``free`` has them again).
+
+        False if another counted job holds one of its GPUs too: that GPU's row
+        cannot be told from the counts, so the caller must rebuild.
+        """
+        ids, servers, racks = self._update(item, -1.0)
+        if self.holders[ids].any():
+            return False
+        self.gpu[ids] = 0.0
+        self._set_rows(free, servers, racks)
+        return True
+
+    def refresh_free(self, free: FreeGpus) -> None:
+        """Read every server's and rack's free GPUs again (rewriting the rows where they changed)."""
+        server_free = np.asarray(free.free_counts(), dtype=np.float64)
+        rack_free = np.fromiter((free.free_in_rack(r) for r in range(len(self.crossing))), np.float64,
+                                len(self.crossing))
+        servers = np.flatnonzero(server_free != self.server_free)
+        racks = np.flatnonzero(rack_free != self.rack_free)
+        if servers.size or racks.size:
+            self._set_rows(free, servers, racks)
+
+    def _update(self, item: Placed, sign: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Add ``sign`` x the job to the counts; its GPU ids, servers and racks."""
+        index = self.index
+        ids = np.asarray(item.gpu_ids, dtype=np.int64)
+        per_server = Counter(index.gpu_server[ids].tolist())  # a few GPUs: cheaper than np.unique
+        servers = np.asarray(sorted(per_server), dtype=np.int64)
+        held = np.asarray([per_server[s] for s in servers.tolist()], dtype=np.float64)
+        racks = np.asarray(sorted(set(index.server_rack[servers].tolist())), dtype=np.int64)
+        self.holders[ids] += int(sign)
+        self.family_gpus[servers, family_index(item.job.model)] += sign * held
+        self.n_jobs[servers] += sign
+        if len(servers) > 1:
+            self.nic[servers] += sign
+        if len(racks) > 1:
+            self.crossing[racks] += sign
+        return ids, servers, racks
+
+    def _set_rows(self, free: FreeGpus, servers: np.ndarray, racks: np.ndarray) -> None:
+        index, server, rack = self.index, self.server, self.rack
+        server_free = np.asarray(free.free_counts(), dtype=np.float64)[servers]
+        rack_free = np.fromiter((free.free_in_rack(r) for r in racks.tolist()), np.float64, len(racks))
+        self.server_free[servers] = server_free
+        self.rack_free[racks] = rack_free
+        size = index.server_size[servers]
+        server[servers, 0] = server_free / size
+        server[servers, 1] = self.n_jobs[servers] / 8.0
+        server[servers, 2] = self.nic[servers] / 8.0
+        server[servers, 3:] = self.family_gpus[servers] / size[:, None]
+        crossing = self.crossing[racks]
+        rack[racks, 0] = rack_free / index.rack_size[racks]
+        rack[racks, 1] = crossing / 8.0
+        rack[racks, 2] = 1.0 / (1.0 + crossing)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The ``gpu``, ``server`` and ``rack`` matrices (fresh arrays, clipped to 4)."""
+        return {"gpu": np.minimum(self.gpu, 4.0), "server": np.minimum(self.server, 4.0),
+                "rack": np.minimum(self.rack, 4.0)}
 
 
-def queue_summary(queue: Sequence[Job], now: float, cluster_gpus: int) -> np.ndarray:
-    """(jobs queued / 20, GPUs asked / cluster, head age in hours / 10, any queued), clipped to 1."""
+def queue_summary(queue: Sequence[Job], now: float, cluster_gpus: int, asked: int | None = None
+                  ) -> np.ndarray:
+    """(jobs queued / 20, GPUs asked / cluster, head age in hours / 10, any queued), clipped to 1.
+
+    ``asked``: the GPUs the queue's jobs ask for in all, if the caller keeps count.
+    """
     if not queue:
         return np.zeros(N_QUEUE_FEATURES, dtype=np.float32)
-    asked = sum(job.n_gpus for job in queue)
+    if asked is None:
+        asked = sum(job.n_gpus for job in queue)
     age_h = max(0.0, now - queue[0].submit_time) / 3600.0
     return np.minimum(np.asarray([len(queue) / 20.0, asked / cluster_gpus, age_h / 10.0, 1.0],
                                  dtype=np.float32), 1.0)
@@ -183,21 +273,24 @@ def add_resident(on_server: list[list[tuple[Placed, float]]], item: Placed, inde
 
 
 def candidates(free: FreeGpus, job: Job, on_server: list[list[tuple[Placed, float]]],
-               index: GraphIndex, predictor: object | None
-               ) -> tuple[np.ndarray, np.ndarray, list[tuple[int, ...] | None]]:
-    """Per-server candidate features, the feasibility mask, and each anchor's GPU ids."""
+               index: GraphIndex, predictor: object | None) -> tuple[np.ndarray, np.ndarray]:
+    """Per-server candidate features and the feasibility mask."""
     topology = free.topology
     n_servers = topology.n_nodes
     feats = np.zeros((n_servers, N_CANDIDATE_FEATURES), dtype=np.float32)
-    mask = np.asarray(feasible_servers(free, job.n_gpus), dtype=bool)
-    gpus: list[tuple[int, ...] | None] = [None] * n_servers
+    mask = feasible_mask(free, job.n_gpus, index.server_size)
     min_servers = max(1, math.ceil(job.n_gpus / topology.max_gpus_per_node))
-    for s in np.flatnonzero(mask).tolist():
+    # An anchor with room for the whole job places it there alone: one server, one rack.
+    room = np.asarray(free.free_counts())
+    whole = mask & (room >= job.n_gpus)
+    feats[whole, 0] = 1.0
+    feats[whole, 1] = (room[whole] - job.n_gpus) / index.server_size[whole]
+    feats[whole, 2] = min(1 / min_servers, 4.0) / 4.0
+    for s in np.flatnonzero(mask & ~whole).tolist():
         ids = place_anchored(free, job.n_gpus, s)
         if ids is None:  # cannot happen for a feasible anchor; stay safe
             mask[s] = False
             continue
-        gpus[s] = ids
         used = np.unique(index.gpu_server[np.asarray(ids)])
         racks = np.unique(index.server_rack[used])
         feats[s, 0] = 1.0
@@ -209,23 +302,28 @@ def candidates(free: FreeGpus, job: Job, on_server: list[list[tuple[Placed, floa
         self_log, others = predictor.candidate_effects(job, on_server, np.flatnonzero(mask), index)  # type: ignore[attr-defined]
         feats[mask, 4] = np.clip(self_log * 10.0, 0.0, 4.0)
         feats[mask, 5] = np.clip(others * 10.0, 0.0, 4.0)
-    return feats, mask, gpus
+    return feats, mask
 
 
 def observation(free: FreeGpus, placed: Sequence[Placed], queues: Sequence[Sequence[Job]],
                 agent: int, *, now: float, clock: float, index: GraphIndex,
                 predictor: object | None, wait_allowed: bool,
                 deciding: bool = True,
-                on_server: list[list[tuple[Placed, float]]] | None = None) -> dict[str, np.ndarray]:
+                on_server: list[list[tuple[Placed, float]]] | None = None,
+                graph: GraphFeatures | None = None,
+                asked: Sequence[int] | None = None) -> dict[str, np.ndarray]:
     """One agent's observation (see the module docstring and `rackwise.rl.envs`).
 
     ``deciding`` False (or an empty queue, or a head that does not fit) leaves
     only the no-op (the last action) allowed. ``on_server``: `residents` of
-    ``placed``, if the caller keeps it up to date (else it is worked out here).
+    ``placed``, ``graph``: its `GraphFeatures`, and ``asked``: the GPUs each
+    queue asks for, if the caller keeps them up to date (else they are worked
+    out here).
     """
     topology = free.topology
-    obs = graph_features(free, placed, index)
-    obs["queues"] = np.stack([queue_summary(q, now, topology.n_gpus) for q in queues])
+    obs = graph.arrays() if graph is not None else graph_features(free, placed, index)
+    totals = asked if asked is not None else [None] * len(queues)
+    obs["queues"] = np.stack([queue_summary(q, now, topology.n_gpus, total) for q, total in zip(queues, totals)])
     obs["clock"] = np.asarray([min(clock, 4.0) / 4.0], dtype=np.float32)
     queue = queues[agent]
     head = queue[0] if deciding and queue and queue[0].n_gpus <= free.n_free else None
@@ -235,7 +333,7 @@ def observation(free: FreeGpus, placed: Sequence[Placed], queues: Sequence[Seque
     if head is not None:
         if on_server is None:
             on_server = residents(placed, index)
-        cand, server_mask, _ = candidates(free, head, on_server, index, predictor)
+        cand, server_mask = candidates(free, head, on_server, index, predictor)
         mask[:n_servers] = server_mask
         mask[n_servers] = 1 if wait_allowed or not server_mask.any() else 0
     else:

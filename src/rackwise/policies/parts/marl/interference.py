@@ -137,7 +137,8 @@ class Predictor:
             predicted: np.ndarray = self.model(target, neighbour, share).numpy().astype(np.float64)
         return predicted
 
-    def pair_terms(self, a: Sequence[int], b: Sequence[int], share: Sequence[float]) -> np.ndarray:
+    def pair_terms(self, a: Sequence[int] | np.ndarray, b: Sequence[int] | np.ndarray,
+                   share: Sequence[float] | np.ndarray) -> np.ndarray:
         if not len(a):
             return np.zeros(0)
         with torch.no_grad():
@@ -151,28 +152,30 @@ class Predictor:
         """For each anchor server: the head's predicted log-slowdown there, and the summed
         increase of its neighbours' (the anchor server stands for the whole placement)."""
         head = model_index(job.model)
-        a: list[int] = []
-        b: list[int] = []
-        share: list[float] = []
-        owner: list[int] = []
-        kind: list[int] = []  # 0: head beside a resident; 1: a resident beside the head
-        for slot, s in enumerate(servers.tolist()):
-            size = float(index.server_size[s])
-            head_share = min(job.n_gpus, size) / size
-            for item, item_share in on_server[s]:
-                other = model_index(item.job.model)
-                a += [head, other]
-                b += [other, head]
-                share += [item_share, head_share]
-                owner += [slot, slot]
-                kind += [0, 1]
+        slots = servers.tolist()
+        resident_lists = [on_server[s] for s in slots]
+        n_each = np.fromiter((len(items) for items in resident_lists), np.int64, len(slots))
+        n_pairs = int(n_each.sum())
         self_log = np.zeros(len(servers))
         others = np.zeros(len(servers))
-        if a:
+        if n_pairs:
+            # two terms per resident, in resident order: the head beside it (kind 0), it beside the head (1)
+            other = np.fromiter((model_index(item.job.model) for items in resident_lists for item, _ in items),
+                                np.int64, n_pairs)
+            other_share = np.fromiter((share for items in resident_lists for _, share in items),
+                                      np.float64, n_pairs)
+            size = index.server_size[servers]
+            head_share = np.minimum(job.n_gpus, size) / size
+            owner = np.repeat(np.arange(len(slots)), n_each)
+            a = np.empty(2 * n_pairs, dtype=np.int64)
+            b = np.empty(2 * n_pairs, dtype=np.int64)
+            share = np.empty(2 * n_pairs)
+            a[0::2], a[1::2] = head, other
+            b[0::2], b[1::2] = other, head
+            share[0::2], share[1::2] = other_share, head_share[owner]
             terms = self.pair_terms(a, b, share)
-            owner_arr, kind_arr = np.asarray(owner), np.asarray(kind)
-            np.add.at(self_log, owner_arr[kind_arr == 0], terms[kind_arr == 0])
-            np.add.at(others, owner_arr[kind_arr == 1], terms[kind_arr == 1])
+            np.add.at(self_log, owner, terms[0::2])
+            np.add.at(others, owner, terms[1::2])
         return self_log, others
 
 

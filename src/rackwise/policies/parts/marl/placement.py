@@ -10,19 +10,19 @@ fits is never blocked by the rule. Pure functions over `FreeGpus`.
 
 from __future__ import annotations
 
+import numpy as np
+
 from rackwise.cluster.allocation import FreeGpus
 from rackwise.policies.parts.placement import fewest_nodes, gpus_from
 
 
-def feasible_servers(free: FreeGpus, n_gpus: int) -> list[bool]:
-    """Per server, whether it may anchor a job of ``n_gpus`` GPUs now."""
-    topology = free.topology
+def feasible_mask(free: FreeGpus, n_gpus: int, server_size: np.ndarray) -> np.ndarray:
+    """Per server, whether it may anchor a job of ``n_gpus`` GPUs now (``server_size``: GPUs per server)."""
     if n_gpus > free.n_free:
-        return [False] * topology.n_nodes
-    clean = [_clean(free, n_gpus, n) for n in range(topology.n_nodes)]
-    if any(clean):
-        return clean
-    return [free.free_in_node(n) > 0 for n in range(topology.n_nodes)]
+        return np.zeros(len(server_size), dtype=bool)
+    counts = np.asarray(free.free_counts())
+    clean = counts >= np.minimum(n_gpus, server_size)  # as `_clean`, for every server at once
+    return clean if clean.any() else counts > 0
 
 
 def place_anchored(free: FreeGpus, n_gpus: int, server: int) -> tuple[int, ...] | None:
@@ -46,7 +46,7 @@ def place_anchored(free: FreeGpus, n_gpus: int, server: int) -> tuple[int, ...] 
 
 
 def feasible_servers_one(free: FreeGpus, n_gpus: int, server: int) -> bool:
-    """`feasible_servers` for one server (O(1) when the server is clean)."""
+    """`feasible_mask` for one server (O(1) when the server is clean)."""
     if n_gpus > free.n_free:
         return False
     if _clean(free, n_gpus, server):
