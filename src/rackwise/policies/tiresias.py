@@ -13,7 +13,7 @@ import numpy as np
 from rackwise.engine.view import ClusterView
 from rackwise.errors import InputError
 from rackwise.policies.base import BasePolicy, Decisions
-from rackwise.policies.parts.ordering import RankedQueue, preempt_ranked
+from rackwise.policies.parts.ordering import RankedQueue, insertion_point, preempt_ranked
 from rackwise.policies.parts.placement import get_placement
 from rackwise.workload.job import Job
 
@@ -267,13 +267,9 @@ class Tiresias(BasePolicy):
         return (queue, 0 if running or not self.running_first else 1, seq, job_id)
 
     def _add_running(self, key: Key, n_gpus: int) -> None:
-        if self.running_ and key < self.running_[-1]:
-            index = bisect_left(self.running_, key)
-            self.running_.insert(index, key)
-            self.running_gpus_.insert(index, n_gpus)
-        else:  # the common case: a new key ranks last
-            self.running_.append(key)
-            self.running_gpus_.append(n_gpus)
+        index = insertion_point(self.running_, key)
+        self.running_.insert(index, key)
+        self.running_gpus_.insert(index, n_gpus)
         self.running_total_ += n_gpus
 
     def _drop_running(self, key: Key) -> None:

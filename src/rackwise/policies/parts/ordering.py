@@ -9,7 +9,7 @@ with the length of the queue.
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -100,6 +100,15 @@ def preempt_to_order(view: ClusterView, ordered: Sequence[JobState], place: Plac
     return Decisions(start=tuple(starts), preempt=tuple(preempted))
 
 
+def insertion_point(keys: Sequence[tuple[object, ...]], key: tuple[object, ...]) -> int:
+    """Where ``key`` goes in the sorted, unique ``keys``.
+
+    Keys that end in an increasing sequence number mostly rank last: those
+    are placed at the end without a search.
+    """
+    return len(keys) if not keys or keys[-1] < key else bisect_left(keys, key)
+
+
 class RankedQueue:
     """Pending jobs sorted by a rank key, kept in one sorted list per GPU count.
 
@@ -129,10 +138,7 @@ class RankedQueue:
             bucket = self.buckets[n_gpus] = []
             # Kept sorted by GPU count, so a cursor need not sort them.
             self.buckets = dict(sorted(self.buckets.items()))
-        if bucket and key < bucket[-1]:
-            insort(bucket, key)
-        else:  # the common case: jobs queue in the order they rank
-            bucket.append(key)
+        bucket.insert(insertion_point(bucket, key), key)
         self._where[job_id] = (n_gpus, key)
         if self._best is not None and key < self._best:
             self._best = key
