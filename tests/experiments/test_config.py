@@ -117,7 +117,7 @@ def test_workload_that_does_not_fit_fails_before_running(tmp_path: Path) -> None
         plan(load_experiment(path), str(path))
 
 
-@pytest.mark.parametrize("name", ["smoke", "all", "delay", "hetero", "marl", "asrpt"])
+@pytest.mark.parametrize("name", ["smoke", "all", "delay", "hetero", "marl", "asrpt", "asrpt-prediction-quality"])
 def test_shipped_experiments_are_valid(name: str) -> None:
     experiment = load_experiment(EXPERIMENTS / f"{name}.yaml")
     assert experiment.name == name

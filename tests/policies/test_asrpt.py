@@ -6,13 +6,14 @@ import dataclasses
 import importlib.util
 import pickle
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from tests.policies.test_predictor import recurring_jobs
 from tests.strategies import clusters_and_workloads
 
 from rackwise.cluster.topology import uniform_cluster
-from rackwise.errors import MissingExtraError
+from rackwise.errors import InputError, MissingExtraError
 from rackwise.perf.base import IdealPerf
 from rackwise.policies.asrpt import Asrpt, AsrptOracle
 from rackwise.policies.parts.predictor import prediction_accuracy
@@ -194,3 +195,42 @@ def test_gittins_rank_conditions_on_attained_service() -> None:
 def test_exact_sizes_rank_as_srpt(rank: str) -> None:
     assert _mean_jct(8, TC1, rank=rank) == pytest.approx(90.0)
     assert _mean_jct(4, TC2, rank=rank, min_run_s=0.0) == pytest.approx(60.0)
+
+
+def test_oracle_error_spreads_predictions_by_its_sigma_whatever_the_arrival_order() -> None:
+    jobs = _recurring_trace(400)
+    logs = []
+    for order in (jobs, jobs[::-1]):
+        # Reversed ids, same sizes: each job's error depends on its id and the seed only.
+        policy = AsrptOracle(oracle_error=0.5)
+        simulate(uniform_cluster(2, 4, 2), [j.with_changes(submit_time=20.0 * i) for i, j in enumerate(order)],
+                 policy, seed=5)
+        logs.append({r.job_id: r for r in policy.srpt.prediction_log})
+    assert logs[0].keys() == {j.job_id for j in jobs}
+    first = [logs[0][j.job_id].predicted_iters for j in jobs]
+    assert first == [logs[1][j.job_id].predicted_iters for j in jobs]
+    log_errors = np.log([logs[0][j.job_id].predicted_iters / j.total_iters for j in jobs])
+    assert abs(float(np.std(log_errors)) - 0.5) < 0.06  # 400 draws: the estimate's sd is about 0.018
+    assert abs(float(np.mean(log_errors))) < 0.08
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ({"oracle_error": -0.1}, "field 'oracle_error'"),
+    ({"oracle_error": float("nan")}, "field 'oracle_error'"),
+    ({"predictor": "median", "oracle_error": 0.5}, "predictor 'oracle' only"),
+])
+def test_bad_oracle_error_is_refused_when_the_policy_is_built(params: dict[str, object], message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        make_policy("asrpt", **params)
+
+
+def test_the_class_oracle_predicts_the_median_true_size_of_its_class_so_far() -> None:
+    jobs = [Job("a", 0.0, 2, 100.0, group="vc1"), Job("b", 1.0, 2, 300.0, group="vc1"),
+            Job("c", 2.0, 4, 50.0, group="vc1"), Job("d", 3.0, 2, 200.0, group="vc1"),
+            Job("e", 4.0, 2, 40.0, group="vc2")]
+    policy = make_policy("asrpt", predictor="class-oracle")
+    simulate(uniform_cluster(1, 8, 8), jobs, policy)
+    predicted = {r.job_id: r.predicted_iters for r in policy.srpt.prediction_log}
+    # vc1 with 2 GPUs: [100] -> 100, [100, 300] -> 200, [100, 200, 300] -> 200; the others are alone.
+    assert predicted == pytest.approx({"a": 100.0, "b": 200.0, "c": 50.0, "d": 200.0, "e": 40.0})
+    assert policy.capabilities.needs_oracle and not make_policy("asrpt").capabilities.needs_oracle

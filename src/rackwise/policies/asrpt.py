@@ -16,7 +16,7 @@ docs/policies/asrpt.md. In short:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, Literal
 
 import numpy as np
@@ -25,12 +25,13 @@ from rackwise.cluster.allocation import Allocation, TentativeAllocation
 from rackwise.engine.view import ClusterView
 from rackwise.perf.graph_placement import GraphPlacement
 from rackwise.perf.job_graph import JobGraph
-from rackwise.policies.base import BasePolicy, Decisions
+from rackwise.policies.base import BasePolicy, Capabilities, Decisions
 from rackwise.policies.parts.predicted_srpt import (
+    ORACLES,
     AsrptParameters,
     PredictedSrpt,
     asrpt_placement,
-    require_predictor_extra,
+    check_asrpt_parameters,
 )
 from rackwise.workload.job import Job
 
@@ -48,12 +49,16 @@ class Asrpt(AsrptParameters, BasePolicy):
     needs_extra: ClassVar[str | None] = "ml"
 
     def __post_init__(self) -> None:
-        require_predictor_extra(self.predictor)
+        check_asrpt_parameters(self)
 
     @property
     def srpt(self) -> PredictedSrpt:
         """The run's ordering state: predictions, virtual machine, prediction and placement logs."""
         return self.srpt_
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return replace(super().capabilities, needs_oracle=self.predictor in ORACLES)
 
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
@@ -84,4 +89,4 @@ class AsrptOracle(Asrpt):
     needs_oracle: ClassVar[bool] = True
     needs_extra: ClassVar[str | None] = None
 
-    predictor: Literal["forest", "median", "oracle"] = "oracle"
+    predictor: Literal["forest", "median", "oracle", "class-oracle"] = "oracle"

@@ -71,7 +71,7 @@ from rackwise.policies.parts.predicted_srpt import (
     AsrptParameters,
     PredictedSrpt,
     asrpt_placement,
-    require_predictor_extra,
+    check_asrpt_parameters,
 )
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState
@@ -134,7 +134,7 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
     spread_copies_in_rack: bool = True
 
     def __post_init__(self) -> None:
-        require_predictor_extra(self.predictor)
+        check_asrpt_parameters(self)
         check_fork_parameters(self)
         if not self.sync_s > 0:
             raise InputError(f"must be > 0, got {self.sync_s}", field="sync_s")

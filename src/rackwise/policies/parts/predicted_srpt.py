@@ -17,8 +17,11 @@ passes between policy modules through it.
 from __future__ import annotations
 
 import math
+import zlib
+from bisect import insort
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from statistics import median
 from typing import Literal, Protocol
 
 import numpy as np
@@ -26,6 +29,7 @@ import numpy as np
 from rackwise.cluster.allocation import Allocation, TentativeAllocation
 from rackwise.engine.contract import Decisions, Start
 from rackwise.engine.view import ClusterView
+from rackwise.errors import InputError
 from rackwise.perf.graph_placement import (
     GraphPlacement,
     PlacementRecord,
@@ -54,7 +58,10 @@ class AsrptParameters:
 
     Args:
         predictor: "forest" (random forest, needs the ``ml`` extra),
-            "median" (cold-start rules only) or "oracle" (true iterations).
+            "median" (cold-start rules only), "oracle" (true iterations) or
+            "class-oracle" (the median true size of the jobs of its class,
+            virtual cluster and GPU count, that have arrived so far: the
+            best any predictor can do from what the shipped traces carry).
         gate: "arrival" (a job may run once it arrives) or "vm_completion"
             (only once the virtual machine has finished it; never preempts).
         preempt: Preempt running jobs the virtual machine ranks lower.
@@ -80,6 +87,10 @@ class AsrptParameters:
             began, when the run has one: ``history_jobs`` of the workload)
             before the first arrival, as a live cluster's scheduler would.
         kl_passes: Refinement passes of the graph partitioner.
+        oracle_error: With ``predictor="oracle"``, the spread of its errors: each
+            job's true iterations times ``exp(oracle_error * z)``, z a
+            standard normal drawn per job from the run's seed (0: exact).
+            A dial for how good predictions must be to pay off.
         rank: What orders jobs: "vm", the virtual machine's remaining work
             on point predictions; or, from the job's predicted size
             distribution conditioned on the service it has attained (a
@@ -89,7 +100,7 @@ class AsrptParameters:
             `parts.size_distribution` explains both.
     """
 
-    predictor: Literal["forest", "median", "oracle"] = "forest"
+    predictor: Literal["forest", "median", "oracle", "class-oracle"] = "forest"
     gate: Literal["arrival", "vm_completion"] = "arrival"
     preempt: bool = True
     strict_order: bool = False
@@ -107,12 +118,21 @@ class AsrptParameters:
     repredict_waiting: bool = True
     use_history: bool = True
     kl_passes: int = 10
+    oracle_error: float = 0.0
     rank: Literal["vm", "gittins", "expected"] = "vm"
 
 
-def require_predictor_extra(predictor: str) -> None:
-    """Fail when a policy is built, not mid-run, if its predictor needs scikit-learn."""
-    if predictor == "forest":
+ORACLES = ("oracle", "class-oracle")  # predictors told true sizes
+
+
+def check_asrpt_parameters(params: AsrptParameters) -> None:
+    """Fail when a policy is built, not mid-run: a bad value, or a predictor missing its extra."""
+    if not params.oracle_error >= 0:
+        raise InputError(f"must be >= 0, got {params.oracle_error}", field="oracle_error")
+    if params.oracle_error and params.predictor != "oracle":
+        raise InputError(f"applies to predictor 'oracle' only, not {params.predictor!r}",
+                         field="oracle_error")
+    if params.predictor == "forest":
         require_sklearn()
 
 
@@ -155,6 +175,8 @@ class PredictedSrpt:
             default_iters=params.default_prediction,
             forest_params={"n_estimators": params.n_estimators},
             random_state=int(rng.integers(2**31 - 1)))
+        # Drawn only when asked for, so that exact runs keep the generator's stream.
+        self._error_seed = int(rng.integers(2**31 - 1)) if params.oracle_error else 0
         self._capacity_gpus = view.topology.n_gpus
         self._empty = Allocation(view.topology)  # never changed: "ideal" placements
         self._arrived: list[Job] = []
@@ -168,6 +190,7 @@ class PredictedSrpt:
         self._dists: dict[str, SizeDistribution] = {}
         self._order: dict[str, int] = {}
         self._rank_cache: dict[str, tuple[float, SizeDistribution, float]] = {}
+        self._class_sizes: dict[tuple[str | None, int], list[float]] = {}  # class-oracle: arrived true sizes
         self._prediction_log: list[PredictionRecord] = []
         self._placement_log: list[PlacementRecord] = []
 
@@ -202,7 +225,7 @@ class PredictedSrpt:
     # ------------------------------------------------------------------ hooks
     def on_arrival(self, job: Job) -> None:
         # Predicted once tau* is known, in `schedule` at this same instant.
-        if self._params.predictor != "oracle":
+        if self._params.predictor not in ORACLES:
             self._features[job.job_id] = self._predictor.features(job)
         self._arrived.append(job)
         self._waiting[job.job_id] = job
@@ -230,7 +253,7 @@ class PredictedSrpt:
 
     def on_history(self, jobs: Sequence[Job]) -> None:
         """Jobs that finished before the run, to learn from before the first arrival is predicted."""
-        if self._params.use_history and self._params.predictor != "oracle":
+        if self._params.use_history and self._params.predictor not in ORACLES:
             self._history = jobs
 
     def _learn_history(self, view: ClusterView) -> None:
@@ -318,7 +341,11 @@ class PredictedSrpt:
         per_iter = job.n_gpus / (rate * self._capacity_gpus) if rate > 0 else 0.0
         unit = self._unit[job.job_id] = self._target_unit(rate)
         if self._params.predictor == "oracle":
-            iters, source = job.total_iters, "oracle"
+            iters, source = job.total_iters * self._oracle_error_factor(job.job_id), "oracle"
+        elif self._params.predictor == "class-oracle":
+            sizes = self._class_sizes.setdefault((job.group, job.n_gpus), [])
+            insort(sizes, job.total_iters * unit)  # in the target's unit, as the forest learns
+            iters, source = median(sizes) / unit, "class-oracle"
         else:
             value, source = self._predictor.predict([self._features[job.job_id]])[0]
             iters = value / unit
@@ -326,13 +353,23 @@ class PredictedSrpt:
         self._order[job.job_id] = len(self._order)
         if self._params.rank != "vm":
             beyond = self._params.overrun_factor
-            self._dists[job.job_id] = (
-                SizeDistribution.point(iters * unit, beyond_factor=beyond)
-                if self._params.predictor == "oracle" else
-                self._predictor.distributions([self._features[job.job_id]], beyond_factor=beyond)[0])
+            if self._params.predictor == "oracle":
+                dist = SizeDistribution.point(iters * unit, beyond_factor=beyond)
+            elif self._params.predictor == "class-oracle":
+                dist = SizeDistribution(list(self._class_sizes[(job.group, job.n_gpus)]), beyond_factor=beyond)
+            else:
+                dist = self._predictor.distributions([self._features[job.job_id]], beyond_factor=beyond)[0]
+            self._dists[job.job_id] = dist
         self._vm_s_per_iter[job.job_id] = per_iter
         self._estimate_iters[job.job_id] = iters
         self._vm.add(job.job_id, iters * per_iter, job.submit_time)
+
+    def _oracle_error_factor(self, job_id: str) -> float:
+        """The oracle's error for this job: the same whatever order the jobs arrive in."""
+        if not self._params.oracle_error:
+            return 1.0
+        z = np.random.default_rng([self._error_seed, zlib.crc32(job_id.encode())]).standard_normal()
+        return math.exp(self._params.oracle_error * float(z))
 
     def _ranked(self, items: Iterable[tuple[str, JobState]],
                 now: float) -> list[tuple[Key, JobState]]:
