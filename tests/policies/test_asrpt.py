@@ -234,3 +234,21 @@ def test_the_class_oracle_predicts_the_median_true_size_of_its_class_so_far() ->
     # vc1 with 2 GPUs: [100] -> 100, [100, 300] -> 200, [100, 200, 300] -> 200; the others are alone.
     assert predicted == pytest.approx({"a": 100.0, "b": 200.0, "c": 50.0, "d": 200.0, "e": 40.0})
     assert policy.capabilities.needs_oracle and not make_policy("asrpt").capabilities.needs_oracle
+
+
+def test_the_survival_predictor_counts_running_jobs_as_lower_bounds() -> None:
+    # One class; a finishes at 10 s, b and c run 1,000 s. When d arrives (t=50), the finished jobs
+    # alone say 10 s; counting b and c as "more than 50" leaves 2/3 of the mass past 50, at 1.5 x 50.
+    jobs = [Job("a", 0.0, 2, 10.0, group="vc"), Job("b", 0.0, 2, 1_000.0, group="vc"),
+            Job("c", 0.0, 2, 1_000.0, group="vc"), Job("d", 50.0, 2, 10.0, group="vc")]
+    policy = make_policy("asrpt", predictor="survival", rank="gittins", default_prediction=10.0)
+    result = simulate(uniform_cluster(1, 8, 8), jobs, policy)
+    assert sorted(r.job_id for r in result.records) == ["a", "b", "c", "d"]
+    logged = {r.job_id: r for r in policy.srpt.prediction_log}
+    assert (logged["d"].source, logged["d"].predicted_iters) == ("survival", pytest.approx(75.0))
+    runs = [simulate(uniform_cluster(2, 4, 2), _recurring_trace(80),
+                     make_policy("asrpt", predictor="survival", rank="gittins"), seed=4).records
+            for _ in range(2)]
+    assert runs[0] == runs[1]
+    with pytest.raises(InputError, match="field 'survival_window'"):
+        make_policy("asrpt", predictor="survival", survival_window=0)

@@ -89,4 +89,4 @@ class AsrptOracle(Asrpt):
     needs_oracle: ClassVar[bool] = True
     needs_extra: ClassVar[str | None] = None
 
-    predictor: Literal["forest", "median", "oracle", "class-oracle"] = "oracle"
+    predictor: Literal["forest", "median", "survival", "oracle", "class-oracle"] = "oracle"

@@ -37,6 +37,7 @@ from rackwise.perf.graph_placement import (
     placement_cost,
 )
 from rackwise.perf.job_graph import JobGraph, build_job_graph
+from rackwise.policies.parts.class_sizes import ClassSizes
 from rackwise.policies.parts.placement import get_placement
 from rackwise.policies.parts.predictor import (
     IterationPredictor,
@@ -58,10 +59,14 @@ class AsrptParameters:
 
     Args:
         predictor: "forest" (random forest, needs the ``ml`` extra),
-            "median" (cold-start rules only), "oracle" (true iterations) or
-            "class-oracle" (the median true size of the jobs of its class,
-            virtual cluster and GPU count, that have arrived so far: the
-            best any predictor can do from what the shipped traces carry).
+            "median" (cold-start rules only), "survival" (the Kaplan-Meier
+            distribution of the sizes of the last ``survival_window`` jobs of
+            its class, virtual cluster and GPU count, finished or not;
+            `parts.class_sizes`), "oracle" (true iterations) or
+            "class-oracle" (the median true size of the jobs of its class
+            that have arrived so far: the best any predictor can do from
+            what the shipped traces carry).
+        survival_window: Jobs per class the "survival" predictor counts.
         gate: "arrival" (a job may run once it arrives) or "vm_completion"
             (only once the virtual machine has finished it; never preempts).
         preempt: Preempt running jobs the virtual machine ranks lower.
@@ -100,7 +105,8 @@ class AsrptParameters:
             `parts.size_distribution` explains both.
     """
 
-    predictor: Literal["forest", "median", "oracle", "class-oracle"] = "forest"
+    predictor: Literal["forest", "median", "survival", "oracle", "class-oracle"] = "forest"
+    survival_window: int = 200
     gate: Literal["arrival", "vm_completion"] = "arrival"
     preempt: bool = True
     strict_order: bool = False
@@ -132,8 +138,15 @@ def check_asrpt_parameters(params: AsrptParameters) -> None:
     if params.oracle_error and params.predictor != "oracle":
         raise InputError(f"applies to predictor 'oracle' only, not {params.predictor!r}",
                          field="oracle_error")
+    if not params.survival_window >= 1:
+        raise InputError(f"must be >= 1, got {params.survival_window}", field="survival_window")
     if params.predictor == "forest":
         require_sklearn()
+
+
+def job_class(job: Job) -> tuple[str | None, int]:
+    """What every trace tells of a job before it runs: its virtual cluster and GPU count."""
+    return job.group, job.n_gpus
 
 
 class Placer(Protocol):
@@ -190,7 +203,10 @@ class PredictedSrpt:
         self._dists: dict[str, SizeDistribution] = {}
         self._order: dict[str, int] = {}
         self._rank_cache: dict[str, tuple[float, SizeDistribution, float]] = {}
-        self._class_sizes: dict[tuple[str | None, int], list[float]] = {}  # class-oracle: arrived true sizes
+        self._arrived_sizes: dict[tuple[str | None, int], list[float]] = {}  # class-oracle: true sizes
+        self._survival = (ClassSizes(params.survival_window, params.overrun_factor)
+                          if params.predictor == "survival" else None)
+        self._now_view: tuple[float, ClusterView] | None = None  # during a decision, for "survival"
         self._prediction_log: list[PredictionRecord] = []
         self._placement_log: list[PlacementRecord] = []
 
@@ -229,6 +245,8 @@ class PredictedSrpt:
             self._features[job.job_id] = self._predictor.features(job)
         self._arrived.append(job)
         self._waiting[job.job_id] = job
+        if self._survival is not None:
+            self._survival.arrive(job.job_id, job_class(job))
 
     def on_completion(self, job: Job, now: float) -> None:
         job_id = job.job_id
@@ -246,6 +264,8 @@ class PredictedSrpt:
         predicted, source = entry
         self._prediction_log.append(PredictionRecord(job_id, predicted, job.total_iters, source))
         unit = self._unit.pop(job_id)
+        if self._survival is not None:
+            self._survival.finish(job_id, job_class(job), job.total_iters * unit)
         features = self._features.pop(job_id, None)
         refit = features is not None and self._predictor.observe(features, job.total_iters * unit)
         if refit and self._params.repredict_waiting:
@@ -269,6 +289,9 @@ class PredictedSrpt:
                 continue
             unit = self._target_unit(view.perf.rate(job, ideal.gpu_ids, {}))
             learnt.append((self._predictor.features(job), job.total_iters * unit))
+            if self._survival is not None:
+                self._survival.arrive(job.job_id, job_class(job))
+                self._survival.finish(job.job_id, job_class(job), job.total_iters * unit)
         self._predictor.observe_history(learnt)
         self._history = ()
 
@@ -294,6 +317,13 @@ class PredictedSrpt:
     # --------------------------------------------------------------- schedule
     def schedule(self, view: ClusterView, now: float) -> Decisions:
         """Start, backfill and preempt in the virtual machine's order."""
+        self._now_view = (now, view)
+        try:
+            return self._schedule(view, now)
+        finally:
+            self._now_view = None  # a view is no state to keep (nor to pickle)
+
+    def _schedule(self, view: ClusterView, now: float) -> Decisions:
         params, vm = self._params, self._vm
         if self._history:
             self._learn_history(view)
@@ -343,11 +373,14 @@ class PredictedSrpt:
         if self._params.predictor == "oracle":
             iters, source = job.total_iters * self._oracle_error_factor(job.job_id), "oracle"
         elif self._params.predictor == "class-oracle":
-            sizes = self._class_sizes.setdefault((job.group, job.n_gpus), [])
+            sizes = self._arrived_sizes.setdefault(job_class(job), [])
             insort(sizes, job.total_iters * unit)  # in the target's unit, as the forest learns
             iters, source = median(sizes) / unit, "class-oracle"
         else:
             value, source = self._predictor.predict([self._features[job.job_id]])[0]
+            survival = self._survival_distribution(job)
+            if survival is not None:
+                value, source = survival.median(), "survival"
             iters = value / unit
         self._predicted[job.job_id] = (iters, source)
         self._order[job.job_id] = len(self._order)
@@ -356,7 +389,7 @@ class PredictedSrpt:
             if self._params.predictor == "oracle":
                 dist = SizeDistribution.point(iters * unit, beyond_factor=beyond)
             elif self._params.predictor == "class-oracle":
-                dist = SizeDistribution(list(self._class_sizes[(job.group, job.n_gpus)]), beyond_factor=beyond)
+                dist = SizeDistribution(list(self._arrived_sizes[job_class(job)]), beyond_factor=beyond)
             else:
                 dist = self._predictor.distributions([self._features[job.job_id]], beyond_factor=beyond)[0]
             self._dists[job.job_id] = dist
@@ -383,7 +416,7 @@ class PredictedSrpt:
                 if productive > 0.0:
                     done = min(state.job.total_iters, done + productive * state.rate_iters_per_s)
             unit = self._unit[job_id]
-            dist = self._dists[job_id]
+            dist = self._survival_distribution(state.job) or self._dists[job_id]
             attained = done * unit
             cached = self._rank_cache.get(job_id)
             if cached is not None and cached[0] == attained and cached[1] is dist:
@@ -396,6 +429,20 @@ class PredictedSrpt:
             out.append((key, state))
         out.sort(key=lambda item: item[0])
         return out
+
+    def _survival_distribution(self, job: Job) -> SizeDistribution | None:
+        """The survival predictor's distribution for the job's class (None: another rule answers)."""
+        if self._survival is None:
+            return None
+        return self._survival.distribution(job_class(job), self._attained)
+
+    def _attained(self, job_id: str) -> float:
+        """A job's service so far in the target's unit: a lower bound on its size."""
+        if self._now_view is None:
+            return 0.0
+        now, view = self._now_view
+        state = view.running.get(job_id) or view.pending.get(job_id)
+        return 0.0 if state is None else state.iters_at(now) * self._unit.get(job_id, 0.0)
 
     def _target_unit(self, ideal_rate: float) -> float:
         """Prediction-target units per iteration: tau* (seconds on the ideal placement) or 1."""

@@ -59,6 +59,16 @@ class SizeDistribution:
         """The samples, smallest first (weight-0 samples dropped)."""
         return self._values
 
+    @property
+    def weights(self) -> np.ndarray:
+        """Each sample's weight, in the order of `values`."""
+        return self._weights
+
+    def median(self) -> float:
+        """The smallest sample with at least half the weight at or below it."""
+        cumulative = np.cumsum(self._weights)
+        return float(self._values[int(np.searchsorted(cumulative, 0.5 * cumulative[-1]))])
+
     def _tail(self, attained: float) -> tuple[np.ndarray, np.ndarray] | None:
         k = int(np.searchsorted(self._values, attained, side="right"))
         if k == len(self._values):

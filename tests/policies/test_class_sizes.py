@@ -1,0 +1,77 @@
+"""The Kaplan-Meier class sizes behind A-SRPT's "survival" predictor."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rackwise.policies.parts.class_sizes import ClassSizes, kaplan_meier
+
+
+def _mass(values: list[float], finished: list[bool], beyond: float = 0.5) -> dict[float, float]:
+    dist = kaplan_meier(np.array(values), np.array(finished), beyond_factor=beyond)
+    assert dist is not None
+    mass: dict[float, float] = {}
+    for value, weight in zip(dist.values, dist.weights):
+        mass[float(value)] = mass.get(float(value), 0.0) + float(weight)
+    return mass
+
+
+def test_without_lower_bounds_it_is_the_sample_itself() -> None:
+    assert _mass([4.0, 1.0, 2.0, 2.0], [True] * 4) == pytest.approx({1.0: 0.25, 2.0: 0.5, 4.0: 0.25})
+
+
+def test_a_lower_bound_passes_its_share_to_the_larger_sizes() -> None:
+    # The textbook case: 3, 5+, 6, 8+, 10 (+: still running). S(3) = 4/5, S(6) = 4/5 * 2/3, S(10) = 0.
+    assert _mass([3.0, 5.0, 6.0, 8.0, 10.0], [True, False, True, False, True]) == pytest.approx(
+        {3.0: 0.2, 6.0: 0.8 / 3, 10.0: 1.6 / 3})
+    dist = kaplan_meier(np.array([3.0, 5.0, 6.0, 8.0, 10.0]), np.array([True, False, True, False, True]),
+                        beyond_factor=0.5)
+    assert dist is not None and dist.median() == 10.0  # the finished jobs' own median is 6
+
+
+def test_mass_past_the_largest_lower_bound_sits_beyond_it() -> None:
+    # Half the jobs outlive 4 and nothing says by how much: put at (1 + 0.5) * 4.
+    assert _mass([2.0, 4.0], [True, False]) == pytest.approx({2.0: 0.5, 6.0: 0.5})
+
+
+def test_nothing_finished_is_no_distribution() -> None:
+    assert kaplan_meier(np.array([1.0, 2.0]), np.array([False, False]), beyond_factor=0.5) is None
+
+
+@given(st.lists(st.tuples(st.floats(1.0, 1e6), st.booleans()), min_size=1, max_size=40))
+def test_the_estimate_is_a_distribution_at_least_as_long_as_the_finished_jobs(
+        jobs: list[tuple[float, bool]]) -> None:
+    values = np.array([v for v, _ in jobs])
+    finished = np.array([f for _, f in jobs])
+    dist = kaplan_meier(values, finished, beyond_factor=0.5)
+    if not finished.any():
+        assert dist is None
+        return
+    assert dist is not None
+    weights = dist.weights
+    assert weights.sum() == pytest.approx(1.0) and (weights > 0).all()
+    # Counting the running jobs as lower bounds can only lengthen the estimate (survivor bias removed).
+    naive = float(values[finished].mean())
+    assert float(np.dot(dist.values, weights)) >= naive * (1 - 1e-9)
+
+
+def test_class_sizes_keep_the_last_jobs_and_read_lower_bounds_when_asked() -> None:
+    sizes = ClassSizes(window=2, beyond_factor=0.5)
+    attained = {"b": 30.0, "c": 5.0}
+    sizes.arrive("a", "vc")
+    sizes.finish("a", "vc", 10.0)
+    sizes.arrive("b", "vc")
+    dist = sizes.distribution("vc", attained.__getitem__)
+    assert dist is not None and list(dist.values) == [10.0, 45.0]  # b outlived a: beyond 30
+    attained["b"] = 99.0
+    assert sizes.distribution("vc", attained.__getitem__) is dist  # kept until the class changes
+    sizes.arrive("c", "vc")  # a leaves the window of 2
+    assert sizes.distribution("vc", attained.__getitem__) is None  # nothing in the window finished
+    sizes.finish("a", "vc", 10.0)  # no longer counted
+    sizes.finish("c", "vc", 8.0)
+    dist = sizes.distribution("vc", attained.__getitem__)
+    assert dist is not None and list(dist.values) == [8.0, 148.5]
+    assert sizes.distribution("other", attained.__getitem__) is None
