@@ -22,7 +22,8 @@ from rackwise.experiments.config import Experiment, load_experiment
 from rackwise.experiments.grid import plan
 from rackwise.experiments.runner import OnDone, run_cells
 
-KEY = ["experiment", "statement", *REGIME, "seed"]
+# One paper statement may be claimed for several policies (a variant beside the default).
+KEY = ["experiment", "statement", "policy", "baseline", *REGIME, "seed"]
 
 
 def claims_version(experiment: Experiment) -> Experiment:
@@ -74,5 +75,5 @@ def check_published(experiment_paths: Sequence[str | Path], published: str | Pat
     merged["rerun_direction"] = [direction(r, b) for r, b in zip(merged["rerun"], merged["better"])]
     close = (merged["rerun"] - merged["published"]).abs() <= 1e-9 * merged["published"].abs()
     merged["agrees"] = close.fillna(False).astype(bool)
-    return merged[[*KEY, "policy", "baseline", "published", "rerun", "published_direction",
+    return merged[[*KEY, "published", "rerun", "published_direction",
                    "rerun_direction", "agrees"]]
