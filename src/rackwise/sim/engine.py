@@ -26,7 +26,7 @@ from rackwise.engine.hooks import notify
 from rackwise.engine.seeding import history_rng, run_generators
 from rackwise.engine.view import ClusterView
 from rackwise.errors import InputError, RackwiseError
-from rackwise.metrics.records import JobRecord, Timeline
+from rackwise.metrics.records import JobRecord, Timeline, build_record
 from rackwise.perf.base import IdealPerf, PerfModel, forked_rate
 from rackwise.sim.events import NO_PAYLOAD, CompletionKey, Event, EventKind
 from rackwise.workload.job import Job
@@ -542,7 +542,7 @@ def _record(state: JobState) -> JobRecord:
     job = state.job
     assert state.first_start is not None and state.finish_time is not None
     jct = state.finish_time - job.submit_time
-    return JobRecord(
+    return build_record(
         job_id=job.job_id, group=job.group, model=job.model, n_gpus=job.n_gpus,
         submit_time=job.submit_time, first_start=state.first_start,
         finish_time=state.finish_time, jct_s=jct, queueing_delay_s=jct - state.run_time_s,
