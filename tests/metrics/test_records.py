@@ -8,10 +8,10 @@ import pytest
 from rackwise.metrics.records import JobRecord, build_record, unfrozen_builder
 from rackwise.workload.job import Job
 
-VALUES = dict(job_id="a", group="vc1", model=None, n_gpus=4, submit_time=1.5, first_start=2.0,
-              finish_time=7200.0, jct_s=7198.5, queueing_delay_s=0.5, run_time_s=7198.0,
-              overhead_s=3.0, gpu_s=4 * 7198.0, n_preemptions=2, n_nodes=1, n_racks=1,
-              duration_s=7000.0, total_iters=100.0, comm_s=1.25)
+VALUES = {"job_id": "a", "group": "vc1", "model": None, "n_gpus": 4, "submit_time": 1.5,
+          "first_start": 2.0, "finish_time": 7200.0, "jct_s": 7198.5, "queueing_delay_s": 0.5,
+          "run_time_s": 7198.0, "overhead_s": 3.0, "gpu_s": 4 * 7198.0, "n_preemptions": 2,
+          "n_nodes": 1, "n_racks": 1, "duration_s": 7000.0, "total_iters": 100.0, "comm_s": 1.25}
 
 
 def test_a_built_record_is_the_record_the_class_makes() -> None:

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from operator import attrgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
 
 from rackwise.metrics.records import JobRecord, Timeline
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def records_frame(records: Sequence[JobRecord]) -> pd.DataFrame:
     """One row per job, columns as in `JobRecord`, sorted by job submission."""
+    import pandas as pd  # only here: summaries need numpy alone
+
     columns = JobRecord.columns()
     frame = pd.DataFrame({name: _column(list(map(attrgetter(name), records))) for name in columns},
                          columns=columns)
@@ -21,6 +25,8 @@ def records_frame(records: Sequence[JobRecord]) -> pd.DataFrame:
 
 
 def timeline_frame(timeline: Timeline) -> pd.DataFrame:
+    import pandas as pd
+
     return pd.DataFrame({
         "time": _column(timeline.time), "busy_gpus": _column(timeline.busy_gpus),
         "n_pending": _column(timeline.n_pending), "n_running": _column(timeline.n_running),

@@ -8,13 +8,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from rackwise.errors import InputError, UnknownNameError, suggest
 from rackwise.workload.readers.columns import table_to_workload
 from rackwise.workload.workload import Workload
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 # The shipped files' header (`ColumnMapping`'s default), column -> rackwise field.
 _HEADER = {"job_id": "job_id", "cluster": "group", "submit_time": "submit_time",
@@ -199,9 +202,9 @@ def read_shipped(path: Path) -> Columns:
     for column, field in _HEADER.items():
         values = table.column(column)
         if values.null_count:
-            at = int(np.argmax(values.is_null().to_numpy(zero_copy_only=False)))
+            at = values.to_pylist().index(None)
             raise InputError("empty value", source=str(path), line=at + 2, field=column)
-        columns[field] = values.to_numpy(zero_copy_only=False)
+        columns[field] = _to_numpy(values)
     gpus = columns["n_gpus"]
     checks = [("submit_time", columns["submit_time"] >= 0.0, "must not be negative"),
               ("duration", columns["duration_s"] > 0.0, "must be positive"),
@@ -212,3 +215,17 @@ def read_shipped(path: Path) -> Columns:
     columns["n_gpus"] = gpus.astype(np.int64)
     columns["line"] = np.arange(2, len(gpus) + 2, dtype=np.int64)
     return columns
+
+
+def _to_numpy(values: pa.ChunkedArray) -> np.ndarray:
+    """A column without nulls as numpy: float64, or Python strings in an object array.
+
+    Not pyarrow's ``to_numpy``, which imports pandas.
+    """
+    import pyarrow as pa
+
+    if values.type == pa.float64():
+        return np.concatenate([
+            np.frombuffer(chunk.buffers()[1], dtype=np.float64)[chunk.offset:chunk.offset + len(chunk)]
+            for chunk in values.chunks]) if values.num_chunks else np.empty(0, dtype=np.float64)
+    return np.array(values.to_pylist(), dtype=object)
