@@ -37,8 +37,8 @@ def records_table(records: Sequence[JobRecord]) -> pa.Table:
         return pa.Table.from_pandas(records_frame(records), preserve_index=False)
     # Stable, as the frame's sort: by submit time, ties by job id (lexsort's last key first).
     order = np.lexsort((np.array(ids, dtype=str), np.array(submits, dtype=np.float64)))
-    ordered = [records[i] for i in order.tolist()]
-    return pa.table({name: _arrow_column(list(map(attrgetter(name), ordered)))
+    # Columns read in the records' own order (the order they lie in memory), then sorted.
+    return pa.table({name: _arrow_column(list(map(attrgetter(name), records)), order)
                      for name in JobRecord.columns()})
 
 
@@ -52,8 +52,8 @@ def timeline_table(timeline: Timeline) -> pa.Table:
                      "n_running": _arrow_column(timeline.n_running)})
 
 
-def _arrow_column(values: list[Any]) -> pa.Array:
-    """The column pandas would make of ``values``, as it writes it to Parquet.
+def _arrow_column(values: list[Any], order: np.ndarray | None = None) -> pa.Array:
+    """The column pandas would make of ``values`` (taken in ``order``), as it writes it to Parquet.
 
     Only ints: int64; only numbers, some not ints: float64; only text, with
     or without missing values: pandas' string type, which it writes as large
@@ -65,21 +65,30 @@ def _arrow_column(values: list[Any]) -> pa.Array:
     import pyarrow as pa
 
     kinds = set(map(type, values))
-    try:
-        if kinds and kinds <= _FLOATS | _INTS:
-            ints = kinds <= _INTS
-            array = np.array(values, dtype=np.int64 if ints else np.float64)
-            return pa.Array.from_buffers(pa.int64() if ints else pa.float64(), len(array),
-                                         [None, pa.py_buffer(array)])
-        if kinds == {type(None)}:
-            return pa.nulls(len(values))
-        if kinds and kinds <= {str, type(None)}:
-            return _large_strings(values)
-    except (OverflowError, UnicodeEncodeError):  # beyond int64, or not UTF-8: pandas decides
-        pass
-    import pandas as pd
+    if kinds and kinds <= _FLOATS | _INTS:
+        ints = kinds <= _INTS
+        try:
+            array = np.fromiter(values, np.int64 if ints else np.float64, len(values))
+        except OverflowError:  # beyond int64: pandas picks the type
+            return _through_pandas(values, order)
+        return pa.Array.from_buffers(pa.int64() if ints else pa.float64(), len(array),
+                                     [None, pa.py_buffer(array if order is None else array[order])])
+    if kinds == {type(None)}:
+        return pa.nulls(len(values))
+    if kinds and kinds <= {str, type(None)}:
+        try:
+            return _large_strings(values if order is None else [values[i] for i in order.tolist()])
+        except UnicodeEncodeError:  # not UTF-8: pandas decides
+            pass
+    return _through_pandas(values, order)
 
-    return pa.Array.from_pandas(pd.Series(values))
+
+def _through_pandas(values: list[Any], order: np.ndarray | None) -> pa.Array:
+    import pandas as pd
+    import pyarrow as pa
+
+    series = pd.Series(values)
+    return pa.Array.from_pandas(series if order is None else series.iloc[order])
 
 
 def _large_strings(values: list[str | None]) -> pa.Array:
