@@ -542,14 +542,16 @@ def _record(state: JobState) -> JobRecord:
     job = state.job
     assert state.first_start is not None and state.finish_time is not None
     jct = state.finish_time - job.submit_time
+    run_time_s = state.run_time_s
+    # Positional, in `JobRecord`'s field order: a class called with keywords parses
+    # them from a dict, and this runs once per job.
     return build_record(
-        job_id=job.job_id, group=job.group, model=job.model, n_gpus=job.n_gpus,
-        submit_time=job.submit_time, first_start=state.first_start,
-        finish_time=state.finish_time, jct_s=jct, queueing_delay_s=jct - state.run_time_s,
-        run_time_s=state.run_time_s, overhead_s=state.overhead_s,
-        gpu_s=state.attained_gpu_s, n_preemptions=state.n_preemptions,
-        n_nodes=state.n_nodes, n_racks=state.n_racks, duration_s=job.duration_s,
-        total_iters=job.total_iters, comm_s=state.comm_s, comm_extra_s=state.comm_extra_s,
+        job.job_id, job.group, job.model, job.n_gpus,  # job_id, group, model, n_gpus
+        job.submit_time, state.first_start, state.finish_time,  # submit_time, first_start, finish_time
+        jct, jct - run_time_s, run_time_s,  # jct_s, queueing_delay_s, run_time_s
+        state.overhead_s, state.attained_gpu_s, state.n_preemptions,  # overhead_s, gpu_s, n_preemptions
+        state.n_nodes, state.n_racks, job.duration_s,  # n_nodes, n_racks, duration_s
+        job.total_iters, state.comm_s, state.comm_extra_s,  # total_iters, comm_s, comm_extra_s
     )
 
 
