@@ -5,7 +5,8 @@ import pickle
 
 import pytest
 
-from rackwise.metrics.records import JobRecord, build_record, unfrozen_builder
+from rackwise.frozen import unfrozen_builder
+from rackwise.metrics.records import JobRecord, build_record
 from rackwise.workload.job import Job
 
 VALUES = {"job_id": "a", "group": "vc1", "model": None, "n_gpus": 4, "submit_time": 1.5,
