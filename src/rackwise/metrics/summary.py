@@ -70,10 +70,12 @@ def summarize(records: Sequence[JobRecord], timeline: Timeline, n_gpus: int) -> 
     """The headline figures of a run, as a JSON-ready dict (seconds unless named)."""
     if not records:
         return {"n_jobs": 0}
-    jct = np.fromiter((r.jct_s for r in records), float, len(records))
-    queue = np.fromiter((r.queueing_delay_s for r in records), float, len(records))
-    submit = min(r.submit_time for r in records)
-    finish = max(r.finish_time for r in records)
+    # map(attrgetter) rather than generators: the same values in the same order, read in C.
+    jct = np.fromiter(map(attrgetter("jct_s"), records), float, len(records))
+    queue = np.fromiter(map(attrgetter("queueing_delay_s"), records), float, len(records))
+    submits = list(map(attrgetter("submit_time"), records))
+    submit = min(submits)
+    finish = max(map(attrgetter("finish_time"), records))
     summary: dict[str, Any] = {
         "n_jobs": len(records),
         "avg_jct_s": float(jct.mean()),
@@ -85,10 +87,9 @@ def summarize(records: Sequence[JobRecord], timeline: Timeline, n_gpus: int) -> 
         "makespan_s": float(finish - submit),
         "utilisation": utilisation(timeline, n_gpus),
         # The regime a run is in: how busy the cluster is while jobs still arrive.
-        "arrival_utilisation": utilisation(timeline, n_gpus, submit,
-                                           max(r.submit_time for r in records)),
-        "n_preemptions": int(sum(r.n_preemptions for r in records)),
-        "gpu_hours": float(sum(r.gpu_s for r in records) / 3600.0),
+        "arrival_utilisation": utilisation(timeline, n_gpus, submit, max(submits)),
+        "n_preemptions": int(sum(map(attrgetter("n_preemptions"), records))),
+        "gpu_hours": float(sum(map(attrgetter("gpu_s"), records)) / 3600.0),
     }
     comm = [getattr(r, "comm_s", 0.0) for r in records]
     if any(comm):
