@@ -53,14 +53,19 @@ def _column(values: list[Any]) -> list[Any] | np.ndarray:
 def utilisation(timeline: Timeline, n_gpus: int, start: float | None = None,
                 end: float | None = None) -> float:
     """Time-weighted share of GPUs held from ``start`` to ``end`` (default: first to last event)."""
-    time = np.asarray(timeline.time, dtype=float)
+    return _utilisation(np.asarray(timeline.time, dtype=float), timeline.busy_gpus, n_gpus,
+                        start, end)
+
+
+def _utilisation(time: np.ndarray, busy_gpus: Sequence[int] | np.ndarray, n_gpus: int,
+                 start: float | None, end: float | None) -> float:
     if len(time) < 2:
         return 0.0
     start = time[0] if start is None else start
     end = time[-1] if end is None else end
     if end <= start:
         return 0.0
-    busy = np.asarray(timeline.busy_gpus, dtype=float)
+    busy = np.asarray(busy_gpus, dtype=float)
     # Each count holds from its event to the next; clip those spans to the window.
     span = np.clip(np.append(time[1:], end), start, end) - np.clip(time, start, end)
     return float(np.sum(busy * span)) / (n_gpus * (end - start))
@@ -76,6 +81,9 @@ def summarize(records: Sequence[JobRecord], timeline: Timeline, n_gpus: int) -> 
     submits = list(map(attrgetter("submit_time"), records))
     submit = min(submits)
     finish = max(map(attrgetter("finish_time"), records))
+    # The timeline as arrays once, for both utilisations.
+    time = np.asarray(timeline.time, dtype=float)
+    busy = np.asarray(timeline.busy_gpus, dtype=float)
     summary: dict[str, Any] = {
         "n_jobs": len(records),
         "avg_jct_s": float(jct.mean()),
@@ -85,9 +93,9 @@ def summarize(records: Sequence[JobRecord], timeline: Timeline, n_gpus: int) -> 
         "avg_queueing_s": float(queue.mean()),
         "p99_queueing_s": float(np.percentile(queue, 99)),
         "makespan_s": float(finish - submit),
-        "utilisation": utilisation(timeline, n_gpus),
+        "utilisation": _utilisation(time, busy, n_gpus, None, None),
         # The regime a run is in: how busy the cluster is while jobs still arrive.
-        "arrival_utilisation": utilisation(timeline, n_gpus, submit, max(submits)),
+        "arrival_utilisation": _utilisation(time, busy, n_gpus, submit, max(submits)),
         "n_preemptions": int(sum(map(attrgetter("n_preemptions"), records))),
         "gpu_hours": float(sum(map(attrgetter("gpu_s"), records)) / 3600.0),
     }
