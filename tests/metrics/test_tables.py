@@ -25,12 +25,14 @@ def record_lists(draw: st.DrawFn) -> list[JobRecord]:
     float_kind = draw(st.sampled_from(["floats", "numbers"]))
     value = st.floats(0, 1e6, width=64) if float_kind == "floats" else numbers
     group, model = draw(texts), draw(texts)
+    # Submit times all floats, or all ints (close ones that float64 would not tell apart).
+    submit = st.sampled_from(draw(st.sampled_from([[0.0, 1.0, 2.5], [0, 2**60, 2**60 + 1]])))
     records = []
     for i in range(n):
         records.append(JobRecord(
             job_id=draw(st.sampled_from([f"j{i}", "dup", "10", "9", "é"])),
             group=draw(st.one_of(st.just(group), texts)), model=model,
-            n_gpus=draw(st.integers(1, 64)), submit_time=draw(st.sampled_from([0.0, 1.0, 2.5])),
+            n_gpus=draw(st.integers(1, 64)), submit_time=draw(submit),
             first_start=draw(value), finish_time=draw(value), jct_s=draw(value),
             queueing_delay_s=draw(value), run_time_s=draw(value), overhead_s=draw(value),
             gpu_s=draw(value), n_preemptions=draw(st.integers(0, 3)), n_nodes=1, n_racks=1,

@@ -30,13 +30,15 @@ def records_table(records: Sequence[JobRecord]) -> pa.Table:
 
     ids = list(map(attrgetter("job_id"), records))
     submits = list(map(attrgetter("submit_time"), records))
-    if not records or not (set(map(type, ids)) <= {str}
-                           and set(map(type, submits)) <= _FLOATS | _INTS):
+    submit_kinds = set(map(type, submits))
+    if not records or not (set(map(type, ids)) <= {str} and submit_kinds <= _FLOATS | _INTS):
         from rackwise.metrics.summary import records_frame
 
         return pa.Table.from_pandas(records_frame(records), preserve_index=False)
-    # Stable, as the frame's sort: by submit time, ties by job id (lexsort's last key first).
-    order = np.lexsort((np.array(ids, dtype=str), np.array(submits, dtype=np.float64)))
+    # Stable, as the frame's sort: by submit time (as the column's dtype orders it), ties by
+    # job id (lexsort's last key first).
+    submit_type = np.int64 if submit_kinds <= _INTS else np.float64
+    order = np.lexsort((np.array(ids, dtype=str), np.array(submits, dtype=submit_type)))
     # Columns read in the records' own order (the order they lie in memory), then sorted.
     return pa.table({name: _arrow_column(list(map(attrgetter(name), records)), order)
                      for name in JobRecord.columns()})
