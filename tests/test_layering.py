@@ -19,7 +19,7 @@ ROOT = Path(__file__).parents[1] / "src" / "rackwise"
 
 # Lowest first. Single modules (errors.py, run.py) count as packages.
 LAYERS: list[set[str]] = [
-    {"errors"},
+    {"errors", "frozen"},
     {"workload", "cluster", "metrics", "report"},
     {"traces"},
     {"perf"},

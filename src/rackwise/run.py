@@ -21,6 +21,7 @@ from rackwise.cluster.topology import Topology, load_cluster, uniform_cluster
 from rackwise.errors import InputError, UnknownNameError, suggest
 from rackwise.metrics.output import TableFormat, write_results
 from rackwise.metrics.summary import records_frame, summarize, timeline_frame
+from rackwise.metrics.tables import records_table, timeline_table
 from rackwise.perf.base import PerfModel
 from rackwise.policies.registry import make_policy
 from rackwise.sim.engine import SimResult, Simulator
@@ -230,8 +231,14 @@ def save(result: SimResult, config: RunConfig, out_dir: str | Path,
     """Write ``jobs``, ``timeline`` and ``summary.json`` into ``out_dir``.
 
     ``summary``: what `summary_of` gave for this run, if the caller has it already.
+    Parquet tables are built by pyarrow alone (pandas reads them back as the frames
+    `records_frame` and `timeline_frame` make); CSV goes through pandas.
     """
-    tables = {"jobs": records_frame(result.records), "timeline": timeline_frame(result.timeline)}
+    tables: dict[str, Any]
+    if fmt == "parquet":
+        tables = {"jobs": records_table(result.records), "timeline": timeline_table(result.timeline)}
+    else:
+        tables = {"jobs": records_frame(result.records), "timeline": timeline_frame(result.timeline)}
     if summary is None:
         summary = summary_of(result, config, workload)
     return write_results(out_dir, tables, summary, fmt=fmt)

@@ -1,9 +1,15 @@
 from __future__ import annotations
 
+import gzip
+from importlib import resources
+from pathlib import Path
+
 import pytest
 
 from rackwise import traces
 from rackwise.errors import InputError, UnknownNameError
+from rackwise.traces import catalog
+from rackwise.workload.readers.csv import ColumnMapping, read_table
 
 
 def test_names() -> None:
@@ -116,3 +122,34 @@ def test_packaged_files_present() -> None:
     for name in ("philly_2017.csv.gz", "itp_2021.csv.gz", "LICENSE-philly_2017.txt",
                  "LICENSE-itp_2021.txt", "README.md"):
         assert data.joinpath(name).is_file(), name
+
+
+@pytest.mark.parametrize("name", traces.names())
+def test_the_shipped_files_read_without_pandas_as_the_csv_reader_reads_them(name: str) -> None:
+    ref = resources.files("rackwise.traces").joinpath("data", f"{name}.csv.gz")
+    with resources.as_file(ref) as path:
+        expected = read_table(path, ColumnMapping())
+        columns = catalog.read_shipped(path)
+    assert sorted(columns) == sorted(expected.columns)
+    for field, values in columns.items():
+        wanted = expected[field].to_numpy()
+        assert values.dtype == wanted.dtype, field
+        assert values.tolist() == wanted.tolist(), field
+        assert {type(v) for v in values.tolist()} == {type(v) for v in wanted.tolist()}, field
+
+
+@pytest.mark.parametrize(("row", "message", "line", "field"), [
+    ("2,vc,5,,1", "empty value", 3, "duration"),
+    ("2,vc,5,0,1", "must be positive", 3, "duration"),
+    ("2,vc,-5,10,1", "must not be negative", 3, "submit_time"),
+    ("2,vc,5,10,1.5", "whole number", 3, "num_gpus"),
+    ("2,vc,5,ten,1", "cannot read shipped trace", None, None),
+])
+def test_a_damaged_file_in_the_shipped_format_is_refused(tmp_path: Path, row: str, message: str,
+                                                        line: int | None, field: str | None) -> None:
+    path = tmp_path / "trace.csv.gz"
+    path.write_bytes(gzip.compress(f"job_id,cluster,submit_time,duration,num_gpus\n1,vc,0,60,2\n{row}\n"
+                                   .encode()))
+    with pytest.raises(InputError, match=message) as error:
+        catalog.read_shipped(path)
+    assert (error.value.line, error.value.field) == (line, field)

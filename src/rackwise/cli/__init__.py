@@ -6,6 +6,8 @@ and turns rackwise's named errors into a one-line message and exit code 2.
 
 from __future__ import annotations
 
+import atexit
+import gc
 from importlib.metadata import PackageNotFoundError, version
 from typing import Annotated
 
@@ -22,6 +24,12 @@ app = typer.Typer(
     # Plain help wraps flags and text to any width; the boxed help cut long flags at 80 columns.
     rich_markup_mode=None,
 )
+
+
+# When a command is over, the interpreter's shutdown collections would walk every object
+# left only to free it anyway (0.08-0.12 s after a full-trace run, on a busy 2-core
+# machine); frozen, they are freed without that walk. Handlers run before those collections.
+atexit.register(gc.freeze)
 
 
 def _print_version(requested: bool) -> None:

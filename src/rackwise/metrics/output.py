@@ -14,31 +14,42 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Literal
-
-import pandas as pd
+from typing import TYPE_CHECKING, Any, Literal
 
 from rackwise.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
 
 TableFormat = Literal["parquet", "csv"]
 
 
-def write_table(frame: pd.DataFrame, path: Path, fmt: TableFormat) -> Path:
+def write_table(frame: pd.DataFrame | pa.Table, path: Path, fmt: TableFormat) -> Path:
+    """Write a pandas frame (without its index), or a pyarrow table as Parquet."""
     target = path.with_suffix(f".{fmt}")
-    if fmt == "parquet":
-        frame.to_parquet(target, index=False)
+    if hasattr(frame, "to_parquet"):
+        if fmt == "parquet":
+            frame.to_parquet(target, index=False)
+        else:
+            frame.to_csv(target, index=False)
+    elif fmt == "parquet":
+        from pyarrow import parquet
+
+        parquet.write_table(frame, target)
     else:
-        frame.to_csv(target, index=False)
+        raise InputError("a pyarrow table is written as parquet only", field="format")
     return target
 
 
-def write_results(out_dir: str | Path, tables: dict[str, pd.DataFrame],
+def write_results(out_dir: str | Path, tables: dict[str, pd.DataFrame | pa.Table],
                   summary: dict[str, Any], *, fmt: TableFormat = "parquet") -> Path:
     """Write tables and ``summary.json`` into ``out_dir`` atomically.
 
     Args:
         out_dir: The folder to create (replaced if it exists).
-        tables: File stem -> table, e.g. ``{"jobs": ..., "timeline": ...}``.
+        tables: File stem -> pandas frame or pyarrow table (Parquet only), e.g.
+            ``{"jobs": ..., "timeline": ...}``.
         summary: JSON-serialisable figures and configuration.
         fmt: Table format.
     """

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from rackwise.frozen import unfrozen_builder
+
 
 @dataclass(frozen=True, slots=True)
 class JobRecord:
@@ -33,6 +35,10 @@ class JobRecord:
     @classmethod
     def columns(cls) -> list[str]:
         return [f.name for f in fields(cls)]
+
+
+# `JobRecord(...)`, for the simulator's one record per finished job.
+build_record = unfrozen_builder(JobRecord)
 
 
 @dataclass(frozen=True, slots=True)

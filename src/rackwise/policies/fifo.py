@@ -6,9 +6,13 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rackwise.engine.view import ClusterView
+from rackwise.frozen import unfrozen_builder
 from rackwise.policies.base import NOTHING, BasePolicy, Decisions
 from rackwise.policies.parts.ordering import start_in_order
 from rackwise.policies.parts.placement import get_placement
+
+# `Decisions(...)`, made at every step that starts a job.
+_build_decisions = unfrozen_builder(Decisions)
 
 
 @dataclass(kw_only=True)
@@ -33,7 +37,7 @@ class Fifo(BasePolicy):
             return NOTHING
         place = get_placement(self.placement)
         starts = start_in_order(view, view.pending.values(), place, self.rng_, backfill=self.backfill)
-        return Decisions(start=tuple(starts)) if starts else NOTHING
+        return _build_decisions(tuple(starts)) if starts else NOTHING
 
 
 @dataclass(kw_only=True)

@@ -14,6 +14,7 @@ import itertools
 import time as wallclock
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -26,7 +27,7 @@ from rackwise.engine.hooks import notify
 from rackwise.engine.seeding import history_rng, run_generators
 from rackwise.engine.view import ClusterView
 from rackwise.errors import InputError, RackwiseError
-from rackwise.metrics.records import JobRecord, Timeline
+from rackwise.metrics.records import JobRecord, Timeline, build_record
 from rackwise.perf.base import IdealPerf, PerfModel, forked_rate
 from rackwise.sim.events import NO_PAYLOAD, CompletionKey, Event, EventKind
 from rackwise.workload.job import Job
@@ -111,7 +112,7 @@ class Simulator:
         self.on_progress = on_progress
         perf_rng, self._policy_rng = run_generators(seed)
         prepared = self.perf.prepare(list(jobs), topology, perf_rng)
-        self.jobs = sorted(prepared, key=lambda job: job.submit_time)
+        self.jobs = sorted(prepared, key=attrgetter("submit_time"))
         _check_jobs(self.jobs, topology)
         history = list(history)
         self.history = tuple(self.perf.prepare(history, topology, history_rng(seed))) if history else ()
@@ -542,24 +543,27 @@ def _record(state: JobState) -> JobRecord:
     job = state.job
     assert state.first_start is not None and state.finish_time is not None
     jct = state.finish_time - job.submit_time
-    return JobRecord(
-        job_id=job.job_id, group=job.group, model=job.model, n_gpus=job.n_gpus,
-        submit_time=job.submit_time, first_start=state.first_start,
-        finish_time=state.finish_time, jct_s=jct, queueing_delay_s=jct - state.run_time_s,
-        run_time_s=state.run_time_s, overhead_s=state.overhead_s,
-        gpu_s=state.attained_gpu_s, n_preemptions=state.n_preemptions,
-        n_nodes=state.n_nodes, n_racks=state.n_racks, duration_s=job.duration_s,
-        total_iters=job.total_iters, comm_s=state.comm_s, comm_extra_s=state.comm_extra_s,
+    run_time_s = state.run_time_s
+    # Positional, in `JobRecord`'s field order: a class called with keywords parses
+    # them from a dict, and this runs once per job.
+    return build_record(
+        job.job_id, job.group, job.model, job.n_gpus,  # job_id, group, model, n_gpus
+        job.submit_time, state.first_start, state.finish_time,  # submit_time, first_start, finish_time
+        jct, jct - run_time_s, run_time_s,  # jct_s, queueing_delay_s, run_time_s
+        state.overhead_s, state.attained_gpu_s, state.n_preemptions,  # overhead_s, gpu_s, n_preemptions
+        state.n_nodes, state.n_racks, job.duration_s,  # n_nodes, n_racks, duration_s
+        job.total_iters, state.comm_s, state.comm_extra_s,  # total_iters, comm_s, comm_extra_s
     )
 
 
 def _check_jobs(jobs: list[Job], topology: Topology) -> None:
     seen: set[str] = set()
+    capacity = topology.n_gpus
     for job in jobs:
         if job.job_id in seen:
             raise InputError(f"job id '{job.job_id}' appears twice", field="job_id")
         seen.add(job.job_id)
-        if job.n_gpus > topology.n_gpus:
+        if job.n_gpus > capacity:
             raise InputError(
                 f"job {job.job_id} asks for {job.n_gpus} GPUs but cluster '{topology.name}' has "
                 f"{topology.n_gpus}; use a larger cluster or drop such jobs", field="n_gpus")
@@ -568,14 +572,15 @@ def _check_jobs(jobs: list[Job], topology: Topology) -> None:
                              field="duration_s")
         if job.n_gpus <= 0:
             raise InputError(f"job {job.job_id} asks for {job.n_gpus} GPUs", field="n_gpus")
-        if not 0.0 < job.gpu_share <= 1.0 or (job.is_fractional and job.n_gpus != 1):
+        share = job.gpu_share
+        if not 0.0 < share <= 1.0 or (share < 1.0 and job.n_gpus != 1):  # below 1: fractional
             raise InputError(f"job {job.job_id} asks for {job.gpu_share:g} of a GPU on "
                              f"{job.n_gpus} GPUs; a share must be in (0, 1], and below 1 "
                              f"only for a one-GPU job", field="gpu_share")
 
 
 def _check_policy_runs_fractions(jobs: list[Job], policy: Policy) -> None:
-    fractional = next((job for job in jobs if job.is_fractional), None)
+    fractional = next((job for job in jobs if job.gpu_share < 1.0), None)  # `is_fractional`
     if fractional is not None and not policy.capabilities.fractional_gpus:
         raise InputError(
             f"policy '{policy.name}' cannot run fractional jobs (job {fractional.job_id} asks for "

@@ -16,9 +16,13 @@ import numpy as np
 
 from rackwise.cluster.allocation import slices_of
 from rackwise.engine.view import ClusterView
+from rackwise.frozen import unfrozen_builder
 from rackwise.policies.base import Decisions, Start
 from rackwise.policies.parts.placement import Placement, fractional_gpu
 from rackwise.workload.state import JobState, Status
+
+# `Start(...)`, made for every job a policy starts.
+_build_start = unfrozen_builder(Start)
 
 
 def start_in_order(view: ClusterView, ordered: Iterable[JobState], place: Placement,
@@ -57,7 +61,7 @@ def start_in_order(view: ClusterView, ordered: Iterable[JobState], place: Placem
                 continue
             break
         free.take(gpus)
-        starts.append(Start(state.job_id, gpus))
+        starts.append(_build_start(state.job_id, gpus))
     return starts
 
 

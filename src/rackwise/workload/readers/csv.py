@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from itertools import repeat
 from pathlib import Path
 from typing import Any, Literal
 
@@ -19,7 +18,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from rackwise.errors import InputError, parse_error
-from rackwise.workload.job import Job
+from rackwise.workload.readers.columns import table_to_workload
 from rackwise.workload.readers.row_filters import RowFilters, apply_row_filters, format_skipped
 from rackwise.workload.workload import Workload
 
@@ -300,26 +299,6 @@ def _no_jobs(skipped: dict[str, int], source: str) -> None:
         raise InputError(f"no jobs left after skipping rows: {format_skipped(skipped)}",
                          source=source)
     raise InputError("no jobs: the file has only a header", source=source)
-
-
-def table_to_workload(table: pd.DataFrame, *, name: str, source: str,
-                      n_gpus_field: str) -> Workload:
-    """Build the `Job` objects of a frame from `read_table` (fast: no per-row pandas)."""
-    n_rows = len(table)
-
-    def column(field: str) -> Any:
-        return table[field].tolist() if field in table.columns else repeat(None, n_rows)
-
-    durations = table["duration_s"].tolist()
-    iters = table["total_iters"].tolist() if "total_iters" in table.columns else durations
-    jobs = tuple(map(Job, table["job_id"].tolist(), table["submit_time"].tolist(),
-                     table["n_gpus"].tolist(), durations, iters, column("group"),
-                     column("user"), column("model"), column("batch_size")))
-    if "gpu_share" in table.columns:
-        jobs = tuple(job.with_changes(gpu_share=share) if share < 1.0 else job
-                     for job, share in zip(jobs, table["gpu_share"].tolist(), strict=True))
-    return Workload(jobs=jobs, name=name, source=source, lines=tuple(table["line"].tolist()),
-                    n_gpus_field=n_gpus_field)
 
 
 def with_tags(workload: Workload, table: pd.DataFrame) -> Workload:

@@ -33,11 +33,11 @@ from pathlib import Path
 import numpy as np
 
 from rackwise.errors import InputError
+from rackwise.workload.readers.columns import table_to_workload
 from rackwise.workload.readers.csv import (
     ColumnMapping,
     frame_to_table,
     parse_csv,
-    table_to_workload,
     with_tags,
 )
 from rackwise.workload.readers.row_filters import RowFilters
