@@ -17,8 +17,10 @@ passes between policy modules through it.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
+from operator import itemgetter
 from typing import Literal, Protocol
 
 import numpy as np
@@ -33,6 +35,7 @@ from rackwise.perf.graph_placement import (
     placement_cost,
 )
 from rackwise.perf.job_graph import JobGraph, build_job_graph
+from rackwise.policies.parts.overrun_watch import OverrunWatch, iters_done_at
 from rackwise.policies.parts.placement import get_placement
 from rackwise.policies.parts.predictor import (
     IterationPredictor,
@@ -45,7 +48,10 @@ from rackwise.policies.parts.virtual_machine import VirtualMachine
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState, Status
 
-Key = tuple[float, float, int]  # a virtual-machine priority, smallest first
+# A priority, smallest first, and the job's id: the virtual machine's key
+# (`VirtualMachine.order`) or a size distribution's rank, submit time and
+# arrival order. The third field is unique, so the id is never compared.
+Key = tuple[float, float, int, str]
 
 
 @dataclass(kw_only=True)
@@ -168,6 +174,7 @@ class PredictedSrpt:
         self._dists: dict[str, SizeDistribution] = {}
         self._order: dict[str, int] = {}
         self._rank_cache: dict[str, tuple[float, SizeDistribution, float]] = {}
+        self._overruns = OverrunWatch()
         self._prediction_log: list[PredictionRecord] = []
         self._placement_log: list[PlacementRecord] = []
 
@@ -266,6 +273,7 @@ class PredictedSrpt:
         delta = iters - self._estimate_iters[job_id]
         self._estimate_iters[job_id] = iters
         if delta:
+            self._overruns.estimate_changed(job_id)
             self._vm.grow(job_id, delta * self._vm_s_per_iter[job_id])
 
     # --------------------------------------------------------------- schedule
@@ -282,15 +290,26 @@ class PredictedSrpt:
 
         if not view.pending:
             return Decisions()
-        pending: Iterable[tuple[str, JobState]] = view.pending.items()
-        if params.gate != "arrival":
-            pending = [(job_id, s) for job_id, s in pending if vm.is_overdue(job_id)]
-        ranked = vm.ranked if params.rank == "vm" else lambda items: self._ranked(items, now)
-        eligible = ranked(pending)
         free = view.tentative()
-        if params.preempt and params.gate == "arrival":
-            running = ranked(view.running.items())
-            starts, preempted = self._preempt_to_vm_order(view, running, eligible, free, now)
+        gated = params.gate != "arrival"
+        eligible: Iterable[tuple[Key, JobState]]
+        if params.rank == "vm":
+            eligible = self._eligible_in_vm_order(view.pending, gated)
+        else:
+            pending: Iterable[tuple[str, JobState]] = view.pending.items()
+            if gated:
+                pending = [(job_id, s) for job_id, s in pending if vm.is_overdue(job_id)]
+            eligible = ranked_eligible = self._ranked(pending, now)
+        if params.preempt and not gated:
+            running: Callable[[], list[tuple[Key, JobState]]]
+            if params.rank == "vm":
+                desired = self._desired_in_vm_order(view)
+                running = partial(self._running_in_vm_order, view)
+            else:
+                ranked_running = self._ranked(view.running.items(), now)
+                desired = _greedy_prefix(ranked_running, ranked_eligible, self._capacity_gpus)
+                running = partial(list, ranked_running)
+            starts, preempted = self._preempt_to_vm_order(view, desired, running, free, now)
         else:
             starts, preempted = [], []
         started = {start.job_id for start in starts}
@@ -303,6 +322,42 @@ class PredictedSrpt:
                 break
         return Decisions(start=tuple(starts), preempt=tuple(preempted),
                          wake_at=self._wake_at(view, now, len(starts) - len(preempted)))
+
+    def _eligible_in_vm_order(self, pending: Mapping[str, JobState],
+                              gated: bool) -> Iterator[tuple[Key, JobState]]:
+        """Pending jobs in the virtual machine's order (``gated``: only those it has finished).
+
+        A walk of the machine's kept order, so a backfill that stops early
+        reads no further; the machine must not change while it runs.
+        """
+        for key in self._vm.order():
+            if gated and key[0] > 0.0:
+                break  # overdue jobs come first; the first job in service ends them
+            state = pending.get(key[3])
+            if state is not None and (not gated or self._vm.is_overdue(key[3])):
+                yield key, state
+
+    def _desired_in_vm_order(self, view: ClusterView) -> list[tuple[Key, JobState]]:
+        """`_greedy_prefix` of the running and pending jobs, walking the machine's kept order."""
+        desired: list[tuple[Key, JobState]] = []
+        running, pending, room = view.running, view.pending, self._capacity_gpus
+        for key in self._vm.order():
+            state = running.get(key[3]) or pending.get(key[3])
+            if state is None:
+                continue
+            n_gpus = state.job.n_gpus
+            if n_gpus <= room:
+                desired.append((key, state))
+                room -= n_gpus
+                if room == 0:
+                    break
+        return desired
+
+    def _running_in_vm_order(self, view: ClusterView) -> list[tuple[Key, JobState]]:
+        """The running jobs in the virtual machine's order."""
+        order_key = self._vm.order_key
+        return sorted(((order_key(job_id), state) for job_id, state in view.running.items()),
+                      key=itemgetter(0))
 
     def _graph(self, job: Job) -> JobGraph:
         graph = self._graphs.get(job.job_id)
@@ -355,7 +410,7 @@ class PredictedSrpt:
                 value = dist.gittins_rank(attained) if gittins else dist.expected_remaining(attained)
                 self._rank_cache[job_id] = (attained, dist, value)
             key = (value / unit * self._vm_s_per_iter[job_id], state.job.submit_time,
-                   self._order[job_id])
+                   self._order[job_id], job_id)
             out.append((key, state))
         out.sort(key=lambda item: item[0])
         return out
@@ -367,33 +422,26 @@ class PredictedSrpt:
         return 1.0
 
     def _check_overruns(self, running: Mapping[str, JobState], now: float) -> None:
-        """A job that ran past its prediction gets a larger one (the "adaptive" part).
+        """A job that ran past its prediction gets a larger one (the "adaptive" part)."""
+        factor = self._params.overrun_factor
+        for state in self._overruns.overruns(running, self._estimate_iters, now):
+            done = iters_done_at(state, now)
+            grown = max(math.ceil((1.0 + factor) * done), math.floor(done) + 1)
+            self._set_estimate(state.job_id, float(grown))
 
-        Asked of every running job at every event, so the loop is kept tight.
-        """
-        estimates, factor = self._estimate_iters, self._params.overrun_factor
-        for job_id, state in running.items():
-            # `JobState.iters_at`, inlined (same arithmetic): this loop is a run's hottest.
-            done = state.iters_done
-            productive = now - max(state.last_update, state.busy_until)
-            if productive > 0.0:
-                done = min(state.job.total_iters, done + productive * state.rate_iters_per_s)
-            if done >= estimates[job_id] and done < state.job.total_iters:
-                grown = max(math.ceil((1.0 + factor) * done), math.floor(done) + 1)
-                self._set_estimate(job_id, float(grown))
-
-    def _preempt_to_vm_order(self, view: ClusterView, running: list[tuple[Key, JobState]],
-                             eligible: list[tuple[Key, JobState]], free: TentativeAllocation,
-                             now: float) -> tuple[list[Start], list[str]]:
+    def _preempt_to_vm_order(self, view: ClusterView, desired: list[tuple[Key, JobState]],
+                             running: Callable[[], list[tuple[Key, JobState]]],
+                             free: TentativeAllocation, now: float) -> tuple[list[Start], list[str]]:
         """Start the jobs the virtual machine ranks first, preempting lower-ranked ones.
 
-        Both lists hold ``(key, state)`` in key order. The desired set is the
-        greedy prefix, by GPU count, of all of them. A running job outside it
-        is preempted only when a desired job cannot be placed otherwise, has
-        run at least ``min_run_s``, and ranks clearly lower (``epsilon``).
+        ``desired`` is the greedy prefix, by GPU count, of the running and
+        eligible jobs in key order; ``running()`` gives every running job as
+        ``(key, state)`` in key order, asked only when a victim is needed. A
+        running job outside the prefix is preempted only when a desired job
+        cannot be placed otherwise, has run at least ``min_run_s``, and ranks
+        clearly lower (``epsilon``).
         """
         epsilon, min_run_s = self._params.epsilon, self._params.min_run_s
-        desired = _greedy_prefix(running, eligible, self._capacity_gpus)
         victims: list[tuple[float, JobState]] | None = None  # built when first needed
         starts: list[Start] = []
         preempted: list[str] = []
@@ -402,7 +450,7 @@ class PredictedSrpt:
                 continue
             if victims is None:
                 desired_ids = {s.job_id for _, s in desired}
-                victims = [(k[0], s) for k, s in reversed(running) if s.job_id not in desired_ids]
+                victims = [(k[0], s) for k, s in reversed(running()) if s.job_id not in desired_ids]
             bar = key[0] / (1.0 - epsilon) if epsilon < 1 else math.inf
             given: list[JobState] = []
             for remaining_s, victim in victims:
