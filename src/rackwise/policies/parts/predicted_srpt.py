@@ -20,7 +20,6 @@ import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from operator import itemgetter
 from typing import Literal, Protocol
 
 import numpy as np
@@ -301,15 +300,17 @@ class PredictedSrpt:
                 pending = [(job_id, s) for job_id, s in pending if vm.is_overdue(job_id)]
             eligible = ranked_eligible = self._ranked(pending, now)
         if params.preempt and not gated:
-            running: Callable[[], list[tuple[Key, JobState]]]
+            lowest_first: Callable[[], Iterable[tuple[Key, JobState]]]
             if params.rank == "vm":
-                desired = self._desired_in_vm_order(view)
-                running = partial(self._running_in_vm_order, view)
+                desired, waiting = self._desired_in_vm_order(view)
+                lowest_first = partial(self._running_lowest_first, view.running)
             else:
                 ranked_running = self._ranked(view.running.items(), now)
                 desired = _greedy_prefix(ranked_running, ranked_eligible, self._capacity_gpus)
-                running = partial(list, ranked_running)
-            starts, preempted = self._preempt_to_vm_order(view, desired, running, free, now)
+                waiting = [item for item in desired if item[1].status is not Status.RUNNING]
+                lowest_first = partial(reversed, ranked_running)
+            starts, preempted = self._preempt_to_vm_order(view, desired, waiting, lowest_first,
+                                                          free, now)
         else:
             starts, preempted = [], []
         started = {start.job_id for start in starts}
@@ -337,27 +338,37 @@ class PredictedSrpt:
             if state is not None and (not gated or self._vm.is_overdue(key[3])):
                 yield key, state
 
-    def _desired_in_vm_order(self, view: ClusterView) -> list[tuple[Key, JobState]]:
-        """`_greedy_prefix` of the running and pending jobs, walking the machine's kept order."""
+    def _desired_in_vm_order(self, view: ClusterView) -> tuple[list[tuple[Key, JobState]],
+                                                                list[tuple[Key, JobState]]]:
+        """`_greedy_prefix` of the running and pending jobs, walking the machine's kept order.
+
+        Also the pending jobs among them, the only ones the preemption pass acts on.
+        """
         desired: list[tuple[Key, JobState]] = []
+        waiting: list[tuple[Key, JobState]] = []
         running, pending, room = view.running, view.pending, self._capacity_gpus
         for key in self._vm.order():
-            state = running.get(key[3]) or pending.get(key[3])
+            state = running.get(key[3])
             if state is None:
-                continue
+                state = pending.get(key[3])
+                if state is None:
+                    continue
+                if state.job.n_gpus <= room:
+                    waiting.append((key, state))
             n_gpus = state.job.n_gpus
             if n_gpus <= room:
                 desired.append((key, state))
                 room -= n_gpus
                 if room == 0:
                     break
-        return desired
+        return desired, waiting
 
-    def _running_in_vm_order(self, view: ClusterView) -> list[tuple[Key, JobState]]:
-        """The running jobs in the virtual machine's order."""
-        order_key = self._vm.order_key
-        return sorted(((order_key(job_id), state) for job_id, state in view.running.items()),
-                      key=itemgetter(0))
+    def _running_lowest_first(self, running: Mapping[str, JobState]) -> Iterator[tuple[Key, JobState]]:
+        """The running jobs, the virtual machine's last first."""
+        for key in reversed(self._vm.order()):
+            state = running.get(key[3])
+            if state is not None:
+                yield key, state
 
     def _graph(self, job: Job) -> JobGraph:
         graph = self._graphs.get(job.job_id)
@@ -430,13 +441,15 @@ class PredictedSrpt:
             self._set_estimate(state.job_id, float(grown))
 
     def _preempt_to_vm_order(self, view: ClusterView, desired: list[tuple[Key, JobState]],
-                             running: Callable[[], list[tuple[Key, JobState]]],
+                             waiting: list[tuple[Key, JobState]],
+                             lowest_first: Callable[[], Iterable[tuple[Key, JobState]]],
                              free: TentativeAllocation, now: float) -> tuple[list[Start], list[str]]:
         """Start the jobs the virtual machine ranks first, preempting lower-ranked ones.
 
         ``desired`` is the greedy prefix, by GPU count, of the running and
-        eligible jobs in key order; ``running()`` gives every running job as
-        ``(key, state)`` in key order, asked only when a victim is needed. A
+        eligible jobs in key order, and ``waiting`` its jobs not running;
+        ``lowest_first()`` gives every running job as ``(key, state)``,
+        last in key order first, asked only when a victim is needed. A
         running job outside the prefix is preempted only when a desired job
         cannot be placed otherwise, has run at least ``min_run_s``, and ranks
         clearly lower (``epsilon``).
@@ -445,12 +458,12 @@ class PredictedSrpt:
         victims: list[tuple[float, JobState]] | None = None  # built when first needed
         starts: list[Start] = []
         preempted: list[str] = []
-        for key, state in desired:
-            if state.status is Status.RUNNING or self._try_start(view, state, free, starts, now):
+        for key, state in waiting:
+            if self._try_start(view, state, free, starts, now):
                 continue
             if victims is None:
-                desired_ids = {s.job_id for _, s in desired}
-                victims = [(k[0], s) for k, s in reversed(running()) if s.job_id not in desired_ids]
+                desired_ids = {k[3] for k, _ in desired}
+                victims = [(k[0], s) for k, s in lowest_first() if k[3] not in desired_ids]
             bar = key[0] / (1.0 - epsilon) if epsilon < 1 else math.inf
             given: list[JobState] = []
             for remaining_s, victim in victims:
