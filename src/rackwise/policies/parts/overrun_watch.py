@@ -59,6 +59,8 @@ class OverrunWatch:
         self._due: list[_Due] = []
         self._tie = itertools.count()
         self._seen: set[tuple[str, JobState, int]] = set()  # running jobs as last read
+        self._states: list[JobState] = []  # the same, as lists, to see at once that nothing changed
+        self._versions: list[int] = []
         self._changed: set[str] = set()  # jobs whose prediction changed since
 
     def estimate_changed(self, job_id: str) -> None:
@@ -68,11 +70,13 @@ class OverrunWatch:
     def overruns(self, running: Mapping[str, JobState], estimates: Mapping[str, float],
                  now: float) -> list[JobState]:
         """The running jobs whose progress at ``now`` has reached ``estimates[job_id]``, unfinished."""
-        states = running.values()
-        seen = set(zip(running, states, map(_VERSION, states)))
-        for job_id, state, version in seen - self._seen:
-            self._watch(job_id, state, version, estimates[job_id])
-        self._seen = seen
+        states = [*running.values()]
+        versions = [*map(_VERSION, states)]
+        if states != self._states or versions != self._versions:  # compared by identity, in C
+            seen = set(zip(running, states, versions))
+            for job_id, state, version in seen - self._seen:
+                self._watch(job_id, state, version, estimates[job_id])
+            self._seen, self._states, self._versions = seen, states, versions
         for job_id in self._changed:
             changed = running.get(job_id)
             if changed is not None:
