@@ -137,3 +137,16 @@ def test_order_is_kept_equal_to_every_key_sorted(ops: list[tuple[str, int, int, 
             vm.remove(job_id)
         ids = [f"J{i}" for i in range(10) if f"J{i}" in vm]
         assert vm.order() == sorted(vm.order_key(job_id) for job_id in ids)
+
+
+@given(st.lists(st.floats(0.0, 100.0, allow_nan=False), min_size=1, max_size=60),
+       st.floats(0.0, 30.0))
+def test_order_after_many_changes_at_once_is_every_key_sorted(sizes: list[float], served: float) -> None:
+    vm = VirtualMachine()
+    for i, size in enumerate(sizes):  # a batch of arrivals between two reads of the order
+        vm.add(f"J{i}", size, float(i % 3))
+    vm.advance(served)
+    for i in range(0, len(sizes), 4):
+        vm.grow(f"J{i}", sizes[i] / 2 - 10.0)
+    ids = [f"J{i}" for i in range(len(sizes))]
+    assert vm.order() == sorted(vm.order_key(job_id) for job_id in ids)

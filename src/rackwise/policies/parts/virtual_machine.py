@@ -55,7 +55,8 @@ class VirtualMachine:
         self._overdue: dict[str, tuple[float, int]] = {}  # job -> (vm finish time, seq)
         self._release: dict[str, float] = {}
         self._seq = itertools.count()
-        self._order: list[OrderKey] = []  # every job's current key, smallest first
+        self._order: list[OrderKey] = []  # every job's current key, smallest first ...
+        self._added: list[OrderKey] = []  # ... once these, added since, are put in place
         self.finish_times: dict[str, float] = {}  # every job the machine finished
 
     def __contains__(self, job_id: str) -> bool:
@@ -87,7 +88,7 @@ class VirtualMachine:
                 self._finish(head, clock)
             else:
                 head[0] -= now - clock
-                insort(self._order, (head[0], head[1], head[2], head[3]))
+                self._added.append((head[0], head[1], head[2], head[3]))
                 clock = now
         self.now = max(self.now, now)
 
@@ -163,6 +164,7 @@ class VirtualMachine:
         The machine's own list, kept up to date by every change: read it,
         never change it, and do not change the machine while walking it.
         """
+        self._place_added()
         return self._order
 
     def order_key(self, job_id: str) -> OrderKey:
@@ -183,12 +185,26 @@ class VirtualMachine:
             return
         self._entries[job_id] = entry
         heapq.heappush(self._heap, entry)
-        insort(self._order, (remaining_s, release, seq, job_id))
+        self._added.append((remaining_s, release, seq, job_id))
 
     def _unorder(self, key: OrderKey) -> None:
         """Take a key out of `order` (it is there: every change keeps the two in step)."""
+        self._place_added()
         order = self._order
         del order[bisect_left(order, key)]
+
+    def _place_added(self) -> None:
+        """Put the keys added since into `order`: one by one if few, else by one sort (many arrivals)."""
+        added = self._added
+        if not added:
+            return
+        if len(added) <= 8:
+            for key in added:
+                insort(self._order, key)
+        else:
+            self._order.extend(added)
+            self._order.sort()
+        added.clear()
 
     def _head(self) -> _Entry | None:
         heap = self._heap
@@ -202,7 +218,7 @@ class VirtualMachine:
         self._entries.pop(job_id, None)
         self._overdue[job_id] = (when, entry[2])
         self.finish_times[job_id] = when
-        insort(self._order, (0.0, when, entry[2], job_id))
+        self._added.append((0.0, when, entry[2], job_id))
 
 
 def srpt_finish_times(jobs: Iterable[tuple[str, float, float]]) -> dict[str, float]:
