@@ -12,7 +12,7 @@ from tests.policies.test_predictor import recurring_jobs
 from tests.strategies import clusters_and_workloads
 
 from rackwise.cluster.topology import uniform_cluster
-from rackwise.errors import MissingExtraError
+from rackwise.errors import InputError, MissingExtraError
 from rackwise.perf.base import IdealPerf
 from rackwise.policies.asrpt import Asrpt, AsrptOracle
 from rackwise.policies.parts.predictor import prediction_accuracy
@@ -194,3 +194,17 @@ def test_gittins_rank_conditions_on_attained_service() -> None:
 def test_exact_sizes_rank_as_srpt(rank: str) -> None:
     assert _mean_jct(8, TC1, rank=rank) == pytest.approx(90.0)
     assert _mean_jct(4, TC2, rank=rank, min_run_s=0.0) == pytest.approx(60.0)
+
+
+def test_the_forest_fits_on_the_latest_train_window_jobs_only() -> None:
+    jobs = _recurring_trace(120)
+    policy = make_policy("asrpt", n_estimators=5, refit_every=20, train_window=30)
+    simulate(uniform_cluster(2, 4, 2), jobs, policy, seed=3)
+    predictor = policy.srpt._predictor
+    assert predictor.n_fits >= 3 and len(predictor._fit_rows) == 30
+
+
+def test_a_train_window_below_min_train_rows_is_refused() -> None:
+    with pytest.raises(InputError, match="train_window"):
+        make_policy("asrpt", train_window=10, min_train_rows=20)
+    make_policy("asrpt", predictor="median", train_window=10)  # no forest: nothing to refuse

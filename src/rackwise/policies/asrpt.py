@@ -30,6 +30,7 @@ from rackwise.policies.parts.predicted_srpt import (
     AsrptParameters,
     PredictedSrpt,
     asrpt_placement,
+    check_asrpt_parameters,
     require_predictor_extra,
 )
 from rackwise.workload.job import Job
@@ -49,6 +50,7 @@ class Asrpt(AsrptParameters, BasePolicy):
 
     def __post_init__(self) -> None:
         require_predictor_extra(self.predictor)
+        check_asrpt_parameters(self)
 
     @property
     def srpt(self) -> PredictedSrpt:

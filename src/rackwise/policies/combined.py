@@ -71,6 +71,7 @@ from rackwise.policies.parts.predicted_srpt import (
     AsrptParameters,
     PredictedSrpt,
     asrpt_placement,
+    check_asrpt_parameters,
     require_predictor_extra,
 )
 from rackwise.workload.job import Job
@@ -135,6 +136,7 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
 
     def __post_init__(self) -> None:
         require_predictor_extra(self.predictor)
+        check_asrpt_parameters(self)
         check_fork_parameters(self)
         if not self.sync_s > 0:
             raise InputError(f"must be > 0, got {self.sync_s}", field="sync_s")

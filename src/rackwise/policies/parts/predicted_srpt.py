@@ -27,6 +27,7 @@ import numpy as np
 from rackwise.cluster.allocation import Allocation, TentativeAllocation
 from rackwise.engine.contract import Decisions, Start
 from rackwise.engine.view import ClusterView
+from rackwise.errors import InputError
 from rackwise.perf.graph_placement import (
     GraphPlacement,
     PlacementRecord,
@@ -76,6 +77,8 @@ class AsrptParameters:
         refit_growth: or this share of all finished jobs, if more.
         min_train_rows: Finished jobs needed before the forest is used.
         n_estimators: Trees in the forest.
+        train_window: Fit the forest on at most this many of the latest
+            finished jobs (fewer: cheaper fits, a shorter memory).
         predict_target: "duration" learns run time on the job's ideal
             placement (iterations x tau*), "iterations" learns iterations.
         default_prediction: Prediction when nothing has finished yet, in
@@ -107,6 +110,7 @@ class AsrptParameters:
     refit_growth: float = 0.1
     min_train_rows: int = 20
     n_estimators: int = 100
+    train_window: int = 5_000
     predict_target: Literal["duration", "iterations"] = "duration"
     default_prediction: float = 1_000.0
     repredict_waiting: bool = True
@@ -119,6 +123,13 @@ def require_predictor_extra(predictor: str) -> None:
     """Fail when a policy is built, not mid-run, if its predictor needs scikit-learn."""
     if predictor == "forest":
         require_sklearn()
+
+
+def check_asrpt_parameters(params: AsrptParameters) -> None:
+    """Refuse parameters that would leave the forest never fitted."""
+    if params.predictor == "forest" and params.train_window < max(1, params.min_train_rows):
+        raise InputError(f"must be at least min_train_rows ({params.min_train_rows}), "
+                         f"got {params.train_window}", field="train_window")
 
 
 class Placer(Protocol):
@@ -157,6 +168,7 @@ class PredictedSrpt:
         self._predictor = IterationPredictor(
             use_forest=params.predictor == "forest", min_train_rows=params.min_train_rows,
             refit_every=params.refit_every, refit_growth=params.refit_growth,
+            max_train_rows=params.train_window,
             default_iters=params.default_prediction,
             forest_params={"n_estimators": params.n_estimators},
             random_state=int(rng.integers(2**31 - 1)))
