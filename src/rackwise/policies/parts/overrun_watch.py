@@ -4,9 +4,9 @@ A running job's progress grows linearly between the changes an engine
 makes to its state (a start, a stop, a new rate), and each such change
 bumps `JobState.version` or hands over a new state object. So the instant
 a job can first reach its prediction is known in advance: `OverrunWatch`
-keeps those instants in a heap, and at each event reads exactly only the
-jobs whose instant has come, and the jobs whose state or prediction changed
-since the last event.
+keeps those instants in a heap, and at each event works out the progress
+only of the jobs whose instant has come, and finds their instants anew only
+for the jobs whose state or prediction changed since the last event.
 
 The instants are lower bounds, early by a margin far above floating-point
 rounding, so a job is read at, or a little before, the first event at which
