@@ -252,3 +252,17 @@ def test_the_survival_predictor_counts_running_jobs_as_lower_bounds() -> None:
     assert runs[0] == runs[1]
     with pytest.raises(InputError, match="field 'survival_window'"):
         make_policy("asrpt", predictor="survival", survival_window=0)
+
+
+def test_the_forest_fits_on_the_latest_train_window_jobs_only() -> None:
+    jobs = _recurring_trace(120)
+    policy = make_policy("asrpt", n_estimators=5, refit_every=20, train_window=30)
+    simulate(uniform_cluster(2, 4, 2), jobs, policy, seed=3)
+    predictor = policy.srpt._predictor
+    assert predictor.n_fits >= 3 and len(predictor._fit_rows) == 30
+
+
+def test_a_train_window_below_min_train_rows_is_refused() -> None:
+    with pytest.raises(InputError, match="train_window"):
+        make_policy("asrpt", train_window=10, min_train_rows=20)
+    make_policy("asrpt", predictor="median", train_window=10)  # no forest: nothing to refuse

@@ -186,3 +186,21 @@ def test_forest_distribution_weights_each_tree_leaf() -> None:
     sizes = predictor.distributions([large])[0]
     assert sizes.values == pytest.approx([1000.0, 3000.0])
     assert sizes.expected_remaining(0.0) == pytest.approx(2000.0)
+
+
+def test_a_refit_forgets_the_answers_the_last_forest_gave() -> None:
+    jobs, actual = recurring_jobs(160, seed=2)
+    predictor = IterationPredictor(forest_params={"n_estimators": 10}, refit_every=20, refit_growth=0.0,
+                                   random_state=3)
+    asked = [predictor.features(job) for job in jobs[100:]]
+    refits = from_forest = 0
+    for job, iters in zip(jobs[:100], actual[:100]):
+        refits += predictor.observe(predictor.features(job), iters)
+        if predictor.fitted:
+            answers = predictor.predict(asked + asked[:5])  # some rows twice, some asked before
+            flat = FlatForest(predictor._forest)
+            for (value, source), features in zip(answers, asked + asked[:5]):
+                if source == "forest":
+                    from_forest += 1
+                    assert value == max(1.0, math.expm1(flat.predict([features.row])[0]))
+    assert refits >= 3 and from_forest > 0

@@ -117,3 +117,36 @@ def test_ranked_is_every_job_sorted_by_key(ops: list[tuple[str, int, int]]) -> N
     ids = [f"J{j}" for j in range(10) if f"J{j}" in vm]
     assert vm.ranked((job_id, job_id) for job_id in ids) == sorted(
         ((vm.key(job_id), job_id) for job_id in ids), key=lambda pair: pair[0])
+
+
+@given(st.lists(st.tuples(st.sampled_from(["add", "advance", "grow", "remove"]),
+                          st.integers(0, 9), st.integers(-30, 60),
+                          st.floats(0.0, 100.0, allow_nan=False)), max_size=60))
+def test_order_is_kept_equal_to_every_key_sorted(ops: list[tuple[str, int, int, float]]) -> None:
+    # Checked after every change, with fractional sizes and release times (ties and partial service).
+    vm = VirtualMachine()
+    for op, j, amount, fraction in ops:
+        job_id = f"J{j}"
+        if op == "add" and job_id not in vm:
+            vm.add(job_id, abs(amount) * fraction / 7, vm.now - fraction // 10)
+        elif op == "advance":
+            vm.advance(vm.now + fraction / 3)
+        elif op == "grow" and job_id in vm:
+            vm.grow(job_id, amount * fraction / 11)
+        elif op == "remove":
+            vm.remove(job_id)
+        ids = [f"J{i}" for i in range(10) if f"J{i}" in vm]
+        assert vm.order() == sorted(vm.order_key(job_id) for job_id in ids)
+
+
+@given(st.lists(st.floats(0.0, 100.0, allow_nan=False), min_size=1, max_size=60),
+       st.floats(0.0, 30.0))
+def test_order_after_many_changes_at_once_is_every_key_sorted(sizes: list[float], served: float) -> None:
+    vm = VirtualMachine()
+    for i, size in enumerate(sizes):  # a batch of arrivals between two reads of the order
+        vm.add(f"J{i}", size, float(i % 3))
+    vm.advance(served)
+    for i in range(0, len(sizes), 4):
+        vm.grow(f"J{i}", sizes[i] / 2 - 10.0)
+    ids = [f"J{i}" for i in range(len(sizes))]
+    assert vm.order() == sorted(vm.order_key(job_id) for job_id in ids)

@@ -19,8 +19,10 @@ from __future__ import annotations
 import math
 import zlib
 from bisect import insort
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
+from operator import itemgetter
 from statistics import median
 from typing import Literal, Protocol
 
@@ -38,6 +40,7 @@ from rackwise.perf.graph_placement import (
 )
 from rackwise.perf.job_graph import JobGraph, build_job_graph
 from rackwise.policies.parts.class_sizes import ClassSizes
+from rackwise.policies.parts.overrun_watch import OverrunWatch, iters_done_at
 from rackwise.policies.parts.placement import get_placement
 from rackwise.policies.parts.predictor import (
     IterationPredictor,
@@ -50,7 +53,10 @@ from rackwise.policies.parts.virtual_machine import VirtualMachine
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState, Status
 
-Key = tuple[float, float, int]  # a virtual-machine priority, smallest first
+# A priority, smallest first, and the job's id: the virtual machine's key
+# (`VirtualMachine.order`) or a size distribution's rank, submit time and
+# arrival order. The third field is unique, so the id is never compared.
+Key = tuple[float, float, int, str]
 
 
 @dataclass(kw_only=True)
@@ -83,6 +89,8 @@ class AsrptParameters:
         refit_growth: or this share of all finished jobs, if more.
         min_train_rows: Finished jobs needed before the forest is used.
         n_estimators: Trees in the forest.
+        train_window: Fit the forest on at most this many of the latest
+            finished jobs (fewer: cheaper fits, a shorter memory).
         predict_target: "duration" learns run time on the job's ideal
             placement (iterations x tau*), "iterations" learns iterations.
         default_prediction: Prediction when nothing has finished yet, in
@@ -119,6 +127,7 @@ class AsrptParameters:
     refit_growth: float = 0.1
     min_train_rows: int = 20
     n_estimators: int = 100
+    train_window: int = 5_000
     predict_target: Literal["duration", "iterations"] = "duration"
     default_prediction: float = 1_000.0
     repredict_waiting: bool = True
@@ -140,6 +149,9 @@ def check_asrpt_parameters(params: AsrptParameters) -> None:
                          field="oracle_error")
     if not params.survival_window >= 1:
         raise InputError(f"must be >= 1, got {params.survival_window}", field="survival_window")
+    if params.predictor == "forest" and params.train_window < max(1, params.min_train_rows):
+        raise InputError(f"must be at least min_train_rows ({params.min_train_rows}), "
+                         f"got {params.train_window}", field="train_window")
     if params.predictor == "forest":
         require_sklearn()
 
@@ -185,6 +197,7 @@ class PredictedSrpt:
         self._predictor = IterationPredictor(
             use_forest=params.predictor == "forest", min_train_rows=params.min_train_rows,
             refit_every=params.refit_every, refit_growth=params.refit_growth,
+            max_train_rows=params.train_window,
             default_iters=params.default_prediction,
             forest_params={"n_estimators": params.n_estimators},
             random_state=int(rng.integers(2**31 - 1)))
@@ -207,6 +220,7 @@ class PredictedSrpt:
         self._survival = (ClassSizes(params.survival_window, params.overrun_factor)
                           if params.predictor == "survival" else None)
         self._now_view: tuple[float, ClusterView] | None = None  # during a decision, for "survival"
+        self._overruns = OverrunWatch()
         self._prediction_log: list[PredictionRecord] = []
         self._placement_log: list[PlacementRecord] = []
 
@@ -312,6 +326,7 @@ class PredictedSrpt:
         delta = iters - self._estimate_iters[job_id]
         self._estimate_iters[job_id] = iters
         if delta:
+            self._overruns.estimate_changed(job_id)
             self._vm.grow(job_id, delta * self._vm_s_per_iter[job_id])
 
     # --------------------------------------------------------------- schedule
@@ -335,15 +350,28 @@ class PredictedSrpt:
 
         if not view.pending:
             return Decisions()
-        pending: Iterable[tuple[str, JobState]] = view.pending.items()
-        if params.gate != "arrival":
-            pending = [(job_id, s) for job_id, s in pending if vm.is_overdue(job_id)]
-        ranked = vm.ranked if params.rank == "vm" else lambda items: self._ranked(items, now)
-        eligible = ranked(pending)
         free = view.tentative()
-        if params.preempt and params.gate == "arrival":
-            running = ranked(view.running.items())
-            starts, preempted = self._preempt_to_vm_order(view, running, eligible, free, now)
+        gated = params.gate != "arrival"
+        eligible: Iterable[tuple[Key, JobState]]
+        if params.rank == "vm":
+            eligible = self._eligible_in_vm_order(view.pending, gated)
+        else:
+            pending: Iterable[tuple[str, JobState]] = view.pending.items()
+            if gated:
+                pending = [(job_id, s) for job_id, s in pending if vm.is_overdue(job_id)]
+            eligible = ranked_eligible = self._ranked(pending, now)
+        if params.preempt and not gated:
+            lowest_first: Callable[[], Iterable[tuple[Key, JobState]]]
+            if params.rank == "vm":
+                desired, waiting = self._desired_in_vm_order(view)
+                lowest_first = partial(self._running_lowest_first, view.running)
+            else:
+                ranked_running = self._ranked(view.running.items(), now)
+                desired = _greedy_prefix(ranked_running, ranked_eligible, self._capacity_gpus)
+                waiting = [item for item in desired if item[1].status is not Status.RUNNING]
+                lowest_first = partial(reversed, ranked_running)
+            starts, preempted = self._preempt_to_vm_order(view, desired, waiting, lowest_first,
+                                                          free, now)
         else:
             starts, preempted = [], []
         started = {start.job_id for start in starts}
@@ -356,6 +384,58 @@ class PredictedSrpt:
                 break
         return Decisions(start=tuple(starts), preempt=tuple(preempted),
                          wake_at=self._wake_at(view, now, len(starts) - len(preempted)))
+
+    def _eligible_in_vm_order(self, pending: Mapping[str, JobState],
+                              gated: bool) -> Iterator[tuple[Key, JobState]]:
+        """Pending jobs in the virtual machine's order (``gated``: only those it has finished).
+
+        A walk of the machine's kept order, so a backfill that stops early
+        reads no further; the machine must not change while it runs.
+        """
+        for key in self._vm.order():
+            if gated and key[0] > 0.0:
+                break  # overdue jobs come first; the first job in service ends them
+            state = pending.get(key[3])
+            if state is not None and (not gated or self._vm.is_overdue(key[3])):
+                yield key, state
+
+    def _desired_in_vm_order(self, view: ClusterView) -> tuple[list[tuple[Key, JobState]],
+                                                                list[tuple[Key, JobState]]]:
+        """`_greedy_prefix` of the running and pending jobs, walking the machine's kept order.
+
+        Also the pending jobs among them, the only ones the preemption pass acts on.
+        """
+        desired: list[tuple[Key, JobState]] = []
+        waiting: list[tuple[Key, JobState]] = []
+        running, pending, room = view.running, view.pending, self._capacity_gpus
+        for key in self._vm.order():
+            state = running.get(key[3])
+            if state is None:
+                state = pending.get(key[3])
+                if state is None:
+                    continue
+                if state.job.n_gpus <= room:
+                    waiting.append((key, state))
+            n_gpus = state.job.n_gpus
+            if n_gpus <= room:
+                desired.append((key, state))
+                room -= n_gpus
+                if room == 0:
+                    break
+        return desired, waiting
+
+    def _running_lowest_first(self, running: Mapping[str, JobState]) -> list[tuple[Key, JobState]]:
+        """The running jobs, the virtual machine's last first.
+
+        A walk of the machine's order, unless waiting jobs far outnumber
+        running ones: then sorting the running ones by key reads fewer.
+        """
+        order = self._vm.order()
+        if len(order) > 4 * len(running):
+            order_key = self._vm.order_key
+            return sorted(((order_key(job_id), state) for job_id, state in running.items()),
+                          key=itemgetter(0), reverse=True)
+        return [(key, state) for key in reversed(order) if (state := running.get(key[3])) is not None]
 
     def _graph(self, job: Job) -> JobGraph:
         graph = self._graphs.get(job.job_id)
@@ -425,7 +505,7 @@ class PredictedSrpt:
                 value = dist.gittins_rank(attained) if gittins else dist.expected_remaining(attained)
                 self._rank_cache[job_id] = (attained, dist, value)
             key = (value / unit * self._vm_s_per_iter[job_id], state.job.submit_time,
-                   self._order[job_id])
+                   self._order[job_id], job_id)
             out.append((key, state))
         out.sort(key=lambda item: item[0])
         return out
@@ -451,52 +531,51 @@ class PredictedSrpt:
         return 1.0
 
     def _check_overruns(self, running: Mapping[str, JobState], now: float) -> None:
-        """A job that ran past its prediction gets a larger one (the "adaptive" part).
+        """A job that ran past its prediction gets a larger one (the "adaptive" part)."""
+        factor = self._params.overrun_factor
+        for state in self._overruns.overruns(running, self._estimate_iters, now):
+            done = iters_done_at(state, now)
+            grown = max(math.ceil((1.0 + factor) * done), math.floor(done) + 1)
+            self._set_estimate(state.job_id, float(grown))
 
-        Asked of every running job at every event, so the loop is kept tight.
-        """
-        estimates, factor = self._estimate_iters, self._params.overrun_factor
-        for job_id, state in running.items():
-            # `JobState.iters_at`, inlined (same arithmetic): this loop is a run's hottest.
-            done = state.iters_done
-            productive = now - max(state.last_update, state.busy_until)
-            if productive > 0.0:
-                done = min(state.job.total_iters, done + productive * state.rate_iters_per_s)
-            if done >= estimates[job_id] and done < state.job.total_iters:
-                grown = max(math.ceil((1.0 + factor) * done), math.floor(done) + 1)
-                self._set_estimate(job_id, float(grown))
-
-    def _preempt_to_vm_order(self, view: ClusterView, running: list[tuple[Key, JobState]],
-                             eligible: list[tuple[Key, JobState]], free: TentativeAllocation,
-                             now: float) -> tuple[list[Start], list[str]]:
+    def _preempt_to_vm_order(self, view: ClusterView, desired: list[tuple[Key, JobState]],
+                             waiting: list[tuple[Key, JobState]],
+                             lowest_first: Callable[[], Iterable[tuple[Key, JobState]]],
+                             free: TentativeAllocation, now: float) -> tuple[list[Start], list[str]]:
         """Start the jobs the virtual machine ranks first, preempting lower-ranked ones.
 
-        Both lists hold ``(key, state)`` in key order. The desired set is the
-        greedy prefix, by GPU count, of all of them. A running job outside it
-        is preempted only when a desired job cannot be placed otherwise, has
-        run at least ``min_run_s``, and ranks clearly lower (``epsilon``).
+        ``desired`` is the greedy prefix, by GPU count, of the running and
+        eligible jobs in key order, and ``waiting`` its jobs not running;
+        ``lowest_first()`` gives every running job as ``(key, state)``,
+        last in key order first, asked only when a victim is needed. A
+        running job outside the prefix is preempted only when a desired job
+        cannot be placed otherwise, has run at least ``min_run_s``, and ranks
+        clearly lower (``epsilon``).
         """
         epsilon, min_run_s = self._params.epsilon, self._params.min_run_s
-        desired = _greedy_prefix(running, eligible, self._capacity_gpus)
         victims: list[tuple[float, JobState]] | None = None  # built when first needed
         starts: list[Start] = []
         preempted: list[str] = []
-        for key, state in desired:
-            if state.status is Status.RUNNING or self._try_start(view, state, free, starts, now):
+        for key, state in waiting:
+            if self._try_start(view, state, free, starts, now):
                 continue
             if victims is None:
-                desired_ids = {s.job_id for _, s in desired}
-                victims = [(k[0], s) for k, s in reversed(running) if s.job_id not in desired_ids]
+                desired_ids = {k[3] for k, _ in desired}
+                victims = [(k[0], s) for k, s in lowest_first() if k[3] not in desired_ids]
             bar = key[0] / (1.0 - epsilon) if epsilon < 1 else math.inf
             given: list[JobState] = []
+            placed = False
             for remaining_s, victim in victims:
-                if now - victim.run_start < min_run_s or not remaining_s > bar:
+                if not remaining_s > bar:
+                    break  # victims come by falling remaining time: none further clears the bar
+                if now - victim.run_start < min_run_s:
                     continue
                 free.give(victim.gpu_ids)
                 given.append(victim)
                 if free.n_free >= state.n_gpus and self._try_start(view, state, free, starts, now):
+                    placed = True
                     break
-            else:
+            if not placed:
                 for victim in given:  # not enough: undo
                     free.take(victim.gpu_ids)
                 continue

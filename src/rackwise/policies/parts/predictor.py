@@ -153,6 +153,7 @@ class IterationPredictor:
         self._since_fit = 0
         self._forest: Any = None
         self._flat: FlatForest | None = None  # the forest's trees as arrays, built on first use
+        self._answers: dict[tuple[float, ...], float] = {}  # this forest's, by row
         self._fit_rows: list[tuple[tuple[float, ...], float]] = []
         self._fit_targets: Any = None  # the sizes the forest was fitted on, for its distributions
         self._leaf_weights: Any = None  # sparse: tree leaf -> its training samples, 1/leaf size each
@@ -269,15 +270,23 @@ class IterationPredictor:
         return [a if a is not None else self.cold_start(f) for a, f in zip(answers, features)]
 
     def _forest_predict(self, rows: list[tuple[float, ...]]) -> list[float]:
-        """The forest's mean over its trees, as ``RandomForestRegressor.predict`` gives it."""
+        """The forest's mean over its trees, as ``RandomForestRegressor.predict`` gives it.
+
+        Reruns of a job often arrive with the same feature row, so each
+        forest remembers its answers (it answers a row the same every time).
+        """
         if self._flat is None:
             self._flat = FlatForest(self._forest)
-        return self._flat.predict(rows)
+        answers = self._answers
+        new = list(dict.fromkeys(row for row in rows if row not in answers))
+        if new:
+            answers.update(zip(new, self._flat.predict(new)))
+        return [answers[row] for row in rows]
 
     # ---------------------------------------------------------------- learning
     def adopt_forest(self, forest: Any) -> None:
         """Predict with a forest fitted elsewhere, on `JobFeatures.row` rows and log1p targets."""
-        self._forest, self._flat = forest, None
+        self._forest, self._flat, self._answers = forest, None, {}
 
     def observe_history(self, finished: Sequence[tuple[JobFeatures, float]]) -> None:
         """Learn from a log of finished jobs at once, in order, and fit the forest once."""
@@ -316,6 +325,7 @@ class IterationPredictor:
         y = np.array([target for _, target in self._rows])
         params = {"n_estimators": 100, **self.forest_params, "random_state": self.random_state}
         self._forest, self._flat = RandomForestRegressor(**params).fit(x, y), None
+        self._answers = {}
         self._fit_rows = list(self._rows)
         self._fit_targets, self._leaf_weights = np.expm1(y), None
         self._since_fit = 0
@@ -353,13 +363,21 @@ class FlatForest:
 
     def leaves(self, rows: Sequence[tuple[float, ...]]) -> Any:
         """The leaf each row reaches in each tree: node ids, one row per row, one column per tree."""
+        n_rows, n_trees = len(rows), len(self.roots)
+        if n_rows == 0:
+            return np.empty((0, n_trees), dtype=self.roots.dtype)
         x = np.asarray(rows, dtype=np.float32).astype(np.float64)
-        node = np.broadcast_to(self.roots, (len(rows), len(self.roots)))
-        row_index = np.arange(len(rows))[:, None]
+        flat_x = x.ravel()
+        row_start = np.repeat(np.arange(n_rows) * x.shape[1], n_trees)
+        node = np.tile(self.roots, n_rows)  # row-major: all trees of row 0, then of row 1, ...
         for _ in range(self.depth):
-            go_left = x[row_index, self.feature[node]] <= self.threshold[node]
-            node = np.where(go_left, self.left[node], self.right[node])
-        return node
+            go_left = flat_x[row_start + self.feature[node]] <= self.threshold[node]
+            child = np.where(go_left, self.left[node], self.right[node])
+            # Only a leaf is its own child: once every walk is at one, the rest are no-ops.
+            if (child == node).all():
+                break
+            node = child
+        return node.reshape(n_rows, n_trees)
 
     def predict(self, rows: list[tuple[float, ...]]) -> list[float]:
         """The mean leaf value over the trees, for each row."""

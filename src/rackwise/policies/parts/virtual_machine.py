@@ -10,12 +10,18 @@ a lower bound for every cluster schedule when predictions are exact.
 
 Time on the machine is real time: ``advance(now)`` serves jobs exactly,
 piecewise, between the instants it is told about.
+
+The machine also keeps every job's key in order between changes (`order`):
+serving changes only the head's key, and never its place among the others,
+so a change costs one binary search where ranking the whole queue at every
+event cost a sort.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+from bisect import bisect_left, insort
 from collections.abc import Iterable
 from operator import itemgetter
 from typing import Any, TypeVar
@@ -27,6 +33,9 @@ T = TypeVar("T")
 # is ever served, and lowering the head's key keeps the heap valid, so the head
 # is updated in place; other changes retire the entry and push a new one.
 _Entry = list[Any]
+# A job's key with its id: ``(*key(job_id), job_id)``. Keys are unique (``seq``),
+# so ordering these is ordering the keys; the id is never compared.
+OrderKey = tuple[float, float, int, str]
 
 
 class VirtualMachine:
@@ -46,6 +55,8 @@ class VirtualMachine:
         self._overdue: dict[str, tuple[float, int]] = {}  # job -> (vm finish time, seq)
         self._release: dict[str, float] = {}
         self._seq = itertools.count()
+        self._order: list[OrderKey] = []  # every job's current key, smallest first ...
+        self._added: list[OrderKey] = []  # ... once these, added since, are put in place
         self.finish_times: dict[str, float] = {}  # every job the machine finished
 
     def __contains__(self, job_id: str) -> bool:
@@ -70,12 +81,14 @@ class VirtualMachine:
             head = self._head()
             if head is None:
                 break
+            self._unorder((head[0], head[1], head[2], head[3]))
             if clock + head[0] <= now:
                 clock += head[0]
                 heapq.heappop(heap)
                 self._finish(head, clock)
             else:
                 head[0] -= now - clock
+                self._added.append((head[0], head[1], head[2], head[3]))
                 clock = now
         self.now = max(self.now, now)
 
@@ -88,12 +101,14 @@ class VirtualMachine:
         if job_id in self._overdue:
             if delta_s <= 0.0:
                 return
-            _, seq = self._overdue.pop(job_id)
+            finish, seq = self._overdue.pop(job_id)
             del self.finish_times[job_id]
+            self._unorder((0.0, finish, seq, job_id))
             self._push(job_id, delta_s, seq)
             return
         entry = self._entries[job_id]
         entry[4] = False
+        self._unorder((entry[0], entry[1], entry[2], job_id))
         self._push(job_id, entry[0] + delta_s, entry[2])
 
     def remove(self, job_id: str) -> None:
@@ -101,7 +116,10 @@ class VirtualMachine:
         entry = self._entries.pop(job_id, None)
         if entry is not None:
             entry[4] = False
-        self._overdue.pop(job_id, None)
+            self._unorder((entry[0], entry[1], entry[2], job_id))
+        overdue = self._overdue.pop(job_id, None)
+        if overdue is not None:
+            self._unorder((0.0, overdue[0], overdue[1], job_id))
         self._release.pop(job_id, None)
 
     # ------------------------------------------------------------------ queries
@@ -140,6 +158,19 @@ class VirtualMachine:
         out.sort(key=itemgetter(0))
         return out
 
+    def order(self) -> list[OrderKey]:
+        """Every job's ``(*key(job_id), job_id)``, smallest key first.
+
+        The machine's own list, kept up to date by every change: read it,
+        never change it, and do not change the machine while walking it.
+        """
+        self._place_added()
+        return self._order
+
+    def order_key(self, job_id: str) -> OrderKey:
+        """``(*key(job_id), job_id)``: the job's entry in `order`."""
+        return (*self.key(job_id), job_id)
+
     def next_finish_time(self) -> float:
         """When the machine next finishes a job if nothing changes (inf if idle)."""
         head = self._head()
@@ -147,12 +178,33 @@ class VirtualMachine:
 
     # ---------------------------------------------------------------- helpers
     def _push(self, job_id: str, remaining_s: float, seq: int) -> None:
-        entry = [remaining_s, self._release[job_id], seq, job_id, True]
+        release = self._release[job_id]
+        entry = [remaining_s, release, seq, job_id, True]
         if remaining_s <= 0.0:
             self._finish(entry, self.now)
             return
         self._entries[job_id] = entry
         heapq.heappush(self._heap, entry)
+        self._added.append((remaining_s, release, seq, job_id))
+
+    def _unorder(self, key: OrderKey) -> None:
+        """Take a key out of `order` (it is there: every change keeps the two in step)."""
+        self._place_added()
+        order = self._order
+        del order[bisect_left(order, key)]
+
+    def _place_added(self) -> None:
+        """Put the keys added since into `order`: one by one if few, else by one sort (many arrivals)."""
+        added = self._added
+        if not added:
+            return
+        if len(added) <= 8:
+            for key in added:
+                insort(self._order, key)
+        else:
+            self._order.extend(added)
+            self._order.sort()
+        added.clear()
 
     def _head(self) -> _Entry | None:
         heap = self._heap
@@ -166,6 +218,7 @@ class VirtualMachine:
         self._entries.pop(job_id, None)
         self._overdue[job_id] = (when, entry[2])
         self.finish_times[job_id] = when
+        self._added.append((0.0, when, entry[2], job_id))
 
 
 def srpt_finish_times(jobs: Iterable[tuple[str, float, float]]) -> dict[str, float]:
