@@ -11,7 +11,8 @@ and each policy's total JCT over the virtual single machine's lower bound
 per window, load and policy over the seeds: average JCT over the
 experiment's baseline's on the same seed, and how well the predictions the
 policy scheduled on rank and size the jobs (Spearman's rank correlation
-with the true sizes; the median of |log(predicted / actual)|).
+with the true sizes; the median of |log(predicted / actual)|; the share of
+jobs whose prediction no other job shared).
 """
 
 from __future__ import annotations
@@ -67,8 +68,7 @@ def run_cell(cell: Cell) -> dict[str, Any]:
 
 
 def rank_quality(log: Any) -> dict[str, float]:
-    """Spearman's correlation of predicted with true sizes, the median |log(predicted / actual)|,
-    and the share of jobs whose prediction no other job shared (ties leave the order to the rest of the key)."""
+    """The prediction log's rank quality: see the module's ``--summary``."""
     pairs = [(r.predicted_iters, r.actual_iters) for r in log if r.actual_iters > 0]
     if len(pairs) < 2:
         return {"spearman": float("nan"), "median_abs_log_error": float("nan"), "unique_share": float("nan")}
