@@ -48,8 +48,9 @@ def _rss_mib() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def speed(policy: str, trace: str, first_n: int | None = None, copies: int = 1) -> dict[str, object]:
-    """Simulate a whole trace (or its first ``first_n`` jobs) under one policy.
+def speed(policy: str, trace: str, first_n: int | None = None, copies: int = 1,
+          start_s: float | None = None) -> dict[str, object]:
+    """Simulate a whole trace (or its first ``first_n`` jobs from ``start_s``) under one policy.
 
     With ``copies``, the jobs arrive that many times, each copy one arrival span
     after the last: as many jobs again at the same arrival rate.
@@ -63,7 +64,7 @@ def speed(policy: str, trace: str, first_n: int | None = None, copies: int = 1) 
     from rackwise.workload.workload import Workload
 
     topology = uniform_cluster(*SPEED_CLUSTERS[trace])
-    jobs = traces.load(trace, first_n=first_n).drop_oversized(topology.n_gpus)
+    jobs = traces.load(trace, first_n=first_n, start_s=start_s).drop_oversized(topology.n_gpus)
     if copies > 1:
         span = jobs.jobs[-1].submit_time - jobs.jobs[0].submit_time
         jobs = Workload(tuple(replace(job, job_id=f"{job.job_id}#{k}", submit_time=job.submit_time + k * span)
@@ -127,11 +128,17 @@ def in_fresh_process(fn: str, args: tuple, limit_s: float) -> dict[str, object]:
     return queue.get() if not queue.empty() else {"error": f"exit code {process.exitcode}"}
 
 
-def linearity(policy: str, trace: str, n_small: int, limit_s: float) -> dict[str, object]:
-    """CPU time on the first ``n_small`` jobs and on ten times as many, and their ratio."""
-    small = in_fresh_process("speed", (policy, trace, n_small), limit_s)
-    large = in_fresh_process("speed", (policy, trace, n_small, 10), limit_s)
-    row: dict[str, object] = {"figure": "linearity", "policy": policy, "trace": trace,
+def linearity(policy: str, trace: str, n_small: int, limit_s: float,
+              start_s: float | None = None) -> dict[str, object]:
+    """CPU time on ``n_small`` jobs and on ten copies of them in a row, and their ratio.
+
+    The copies hold the offered load, so the ratio measures cost per job only
+    where the window's load is below the cluster's capacity (else each copy
+    inherits the last one's queue): ``start_s`` picks such a window.
+    """
+    small = in_fresh_process("speed", (policy, trace, n_small, 1, start_s), limit_s)
+    large = in_fresh_process("speed", (policy, trace, n_small, 10, start_s), limit_s)
+    row: dict[str, object] = {"figure": "linearity", "policy": policy, "trace": trace, "start_s": start_s,
                               "n_small": small.get("n_jobs"), "cpu_s_small": small.get("cpu_s"),
                               "n_large": large.get("n_jobs"), "cpu_s_large": large.get("cpu_s")}
     if isinstance(small.get("cpu_s"), float) and isinstance(large.get("cpu_s"), float):
@@ -154,18 +161,20 @@ def main() -> None:
     parser.add_argument("--busy-frac", type=float, default=0.9)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--first-n", type=int, default=None, help="speed: only the trace's first N jobs")
+    parser.add_argument("--start-s", type=float, default=None,
+                        help="speed, linearity: the jobs from this submit time on")
     args = parser.parse_args()
     common = provenance()
     for policy in args.policies.split(","):
         if args.figure == "speed":
             for trace in args.traces.split(","):
-                row = in_fresh_process("speed", (policy, trace, args.first_n), args.limit_s)
+                row = in_fresh_process("speed", (policy, trace, args.first_n, 1, args.start_s), args.limit_s)
                 print(json.dumps({"figure": "speed", "policy": policy, "trace": trace, **row, **common}),
                       flush=True)
         elif args.figure == "linearity":
             for trace in args.traces.split(","):
-                print(json.dumps({**linearity(policy, trace, args.first_n or 2_000, args.limit_s),
-                                  **common}), flush=True)
+                print(json.dumps({**linearity(policy, trace, args.first_n or 2_000, args.limit_s,
+                                                        args.start_s), **common}), flush=True)
         else:
             row = in_fresh_process("decision", (policy, args.pending, args.nodes, args.busy_frac,
                                                 args.repeat), args.limit_s)
