@@ -457,10 +457,9 @@ class PredictedSrpt:
             insort(sizes, job.total_iters * unit)  # in the target's unit, as the forest learns
             iters, source = median(sizes) / unit, "class-oracle"
         else:
-            value, source = self._predictor.predict([self._features[job.job_id]])[0]
             survival = self._survival_distribution(job)
-            if survival is not None:
-                value, source = survival.median(), "survival"
+            value, source = ((survival.median(), "survival") if survival is not None
+                             else self._predictor.predict([self._features[job.job_id]])[0])
             iters = value / unit
         self._predicted[job.job_id] = (iters, source)
         self._order[job.job_id] = len(self._order)
