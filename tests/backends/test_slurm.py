@@ -144,15 +144,14 @@ def read_runs(out_dir: Path, job_id: str) -> tuple[list[dict[str, str]], list[di
 
 
 def replay(slurm: LoopbackSlurm, policy: Policy, jobs: list[Job], out_dir: Path,
-           **serve_kwargs: Any) -> tuple[Any, Sampler, SlurmBackend]:
+           limit_s: float = REPLAY_LIMIT_S, **serve_kwargs: Any) -> tuple[Any, Sampler, SlurmBackend]:
     cli = cli_for(slurm)
     out_dir.mkdir(parents=True, exist_ok=True)
     submit_held(cli, jobs, time_scale=SCALE, output_dir=out_dir)
     backend = SlurmBackend(cli=cli, poll_s=POLL_S)
     with Sampler(cli) as sampler:
-        result = serve(backend, policy, poll_s=None, should_stop=within(REPLAY_LIMIT_S),
-                       **serve_kwargs)
-    assert result.stopped_idle, f"the replay did not end within {REPLAY_LIMIT_S} s"
+        result = serve(backend, policy, poll_s=None, should_stop=within(limit_s), **serve_kwargs)
+    assert result.stopped_idle, f"the replay did not end within {limit_s} s"
     return result, sampler, backend
 
 
@@ -427,7 +426,11 @@ def test_a_node_dies_under_a_busy_window_and_comes_back(slurm: LoopbackSlurm, tm
 
     crashing = threading.Thread(target=crash_and_return, daemon=True)
     crashing.start()
-    result, sampler, _ = replay(slurm, make_policy(policy_name), jobs, out, observers=[DownWatcher()])
+    # Slurm may keep the GPUs of a requeued multi-node job counted as used until slurmctld
+    # restarts (the backend holds them out), so the rest of the window can run on half the
+    # cluster: about 45 s becomes up to twice that, more on a loaded machine.
+    result, sampler, _ = replay(slurm, make_policy(policy_name), jobs, out, 2 * REPLAY_LIMIT_S,
+                                observers=[DownWatcher()])
     crashing.join(timeout=60)
     records = {r.job_id: r for r in result.records}
     assert set(records) == {j.job_id for j in jobs}
