@@ -68,7 +68,7 @@ def test_hysteresis_delays_displacing_a_job_that_is_only_slightly_longer() -> No
 
 def test_the_oracle_policy_is_asrpt_with_the_oracle_predictor() -> None:
     topology = uniform_cluster(1, 8, 8)
-    a = simulate(topology, TC1, Asrpt(predictor="oracle")).records
+    a = simulate(topology, TC1, Asrpt(predictor="oracle", rank="vm")).records
     b = simulate(topology, TC1, AsrptOracle()).records
     assert a == b
     assert AsrptOracle.needs_oracle and not Asrpt.needs_oracle
@@ -101,7 +101,7 @@ def _recurring_trace(n_jobs: int = 150) -> list[Job]:
 
 def test_asrpt_finishes_every_job_of_a_small_trace_and_learns() -> None:
     jobs = _recurring_trace()
-    policy = make_policy("asrpt", n_estimators=10, refit_every=20)
+    policy = make_policy("asrpt", predictor="forest", n_estimators=10, refit_every=20)
     result = simulate(uniform_cluster(2, 4, 2), jobs, policy, seed=3)
     assert sorted(r.job_id for r in result.records) == sorted(j.job_id for j in jobs)
     log = policy.srpt.prediction_log
@@ -118,7 +118,7 @@ def test_same_seed_identical_records_and_predictions() -> None:
     jobs = _recurring_trace(80)
     runs = []
     for _ in range(2):
-        policy = make_policy("asrpt", n_estimators=5, refit_every=10)
+        policy = make_policy("asrpt", predictor="forest", n_estimators=5, refit_every=10)
         result = simulate(uniform_cluster(2, 4, 2), jobs, policy, seed=9)
         runs.append((result.records, policy.srpt.prediction_log, policy.srpt.placement_log))
     assert runs[0] == runs[1]
@@ -135,17 +135,18 @@ def test_multi_server_starts_report_their_traffic() -> None:
 
 
 def test_missing_scikit_learn_is_a_named_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Asrpt(predictor="forest").capabilities.needs_extra == "ml"
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "sklearn" else real(name, *a))
     with pytest.raises(MissingExtraError, match=r"pip install 'rackwise\[ml\]'"):
-        make_policy("asrpt")
-    assert isinstance(make_policy("asrpt-oracle"), AsrptOracle)  # needs no forest
-    assert Asrpt.needs_extra == "ml" and AsrptOracle.needs_extra is None
+        make_policy("asrpt", predictor="forest")
+    for name in ("asrpt", "asrpt-oracle"):  # the survival predictor and the oracle need no forest
+        assert make_policy(name).capabilities.needs_extra is None
 
 
 def test_run_state_appears_only_at_reset_and_survives_pickling_mid_run() -> None:
-    policy = make_policy("asrpt", n_estimators=3, min_train_rows=2, refit_every=2)
+    policy = make_policy("asrpt", predictor="forest", n_estimators=3, min_train_rows=2, refit_every=2)
     assert not [k for k in vars(policy) if k.endswith("_")]
     sim = Simulator(uniform_cluster(2, 4, 2), _recurring_trace(40), policy)
     sim.start()
@@ -256,7 +257,7 @@ def test_the_survival_predictor_counts_running_jobs_as_lower_bounds() -> None:
 
 def test_the_forest_fits_on_the_latest_train_window_jobs_only() -> None:
     jobs = _recurring_trace(120)
-    policy = make_policy("asrpt", n_estimators=5, refit_every=20, train_window=30)
+    policy = make_policy("asrpt", predictor="forest", n_estimators=5, refit_every=20, train_window=30)
     simulate(uniform_cluster(2, 4, 2), jobs, policy, seed=3)
     predictor = policy.srpt._predictor
     assert predictor.n_fits >= 3 and len(predictor._fit_rows) == 30
@@ -264,5 +265,5 @@ def test_the_forest_fits_on_the_latest_train_window_jobs_only() -> None:
 
 def test_a_train_window_below_min_train_rows_is_refused() -> None:
     with pytest.raises(InputError, match="train_window"):
-        make_policy("asrpt", train_window=10, min_train_rows=20)
+        make_policy("asrpt", predictor="forest", train_window=10, min_train_rows=20)
     make_policy("asrpt", predictor="median", train_window=10)  # no forest: nothing to refuse

@@ -96,7 +96,7 @@ def test_the_log_calibrates_asrpts_predictions_on_a_busy_window() -> None:
             workload=WorkloadConfig(trace="philly_2017", start_s=PHILLY_BUSY_S, first_n=400, load=4,
                                     history_jobs=history_jobs),
             cluster=ClusterConfig(spec=ROOT / "experiments" / "clusters" / "rack16-normal.yaml"),
-            policy="asrpt", perf="network")
+            policy="asrpt", policy_params={"predictor": "forest", "rank": "vm"}, perf="network")
         result, _ = execute(config)
         return prediction_accuracy(result.policy.srpt.prediction_log)["median_ratio"]
 

@@ -7,16 +7,19 @@ docs/policies/asrpt.md. In short:
 
 1. each job is a graph of GPU workers and the bytes they exchange, placed
    so heavy edges stay inside a server (`rackwise.perf.graph_placement`);
-2. a random forest predicts each job's iterations (`parts.predictor`);
+2. each job's size is predicted from the recent sizes of its class (virtual
+   cluster and GPU count), counting the class's running jobs as lower bounds
+   (`parts.class_sizes`; a random forest, `parts.predictor`, is the option);
 3. the cluster is mapped to one virtual machine of capacity G GPUs running
-   preemptive SRPT on predicted work, and the machine's order decides which
-   jobs run and which are preempted (`parts.predicted_srpt`).
+   preemptive SRPT on predicted work (each job ranked by the Gittins rank of
+   its predicted size given the service it has had), and the machine's order
+   decides which jobs run and which are preempted (`parts.predicted_srpt`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import numpy as np
@@ -27,11 +30,11 @@ from rackwise.perf.graph_placement import GraphPlacement
 from rackwise.perf.job_graph import JobGraph
 from rackwise.policies.base import BasePolicy, Capabilities, Decisions
 from rackwise.policies.parts.predicted_srpt import (
-    ORACLES,
     AsrptParameters,
     PredictedSrpt,
     asrpt_placement,
     check_asrpt_parameters,
+    predictor_capabilities,
 )
 from rackwise.workload.job import Job
 
@@ -46,7 +49,6 @@ class Asrpt(AsrptParameters, BasePolicy):
 
     name: ClassVar[str] = "asrpt"
     preempts: ClassVar[bool] = True
-    needs_extra: ClassVar[str | None] = "ml"
 
     def __post_init__(self) -> None:
         check_asrpt_parameters(self)
@@ -58,7 +60,7 @@ class Asrpt(AsrptParameters, BasePolicy):
 
     @property
     def capabilities(self) -> Capabilities:
-        return replace(super().capabilities, needs_oracle=self.predictor in ORACLES)
+        return predictor_capabilities(self, super().capabilities)
 
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
@@ -87,6 +89,6 @@ class AsrptOracle(Asrpt):
 
     name: ClassVar[str] = "asrpt-oracle"
     needs_oracle: ClassVar[bool] = True
-    needs_extra: ClassVar[str | None] = None
 
     predictor: Literal["forest", "median", "survival", "oracle", "class-oracle"] = "oracle"
+    rank: Literal["vm", "gittins", "expected"] = "vm"  # exact sizes need no distribution

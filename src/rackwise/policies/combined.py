@@ -72,6 +72,7 @@ from rackwise.policies.parts.predicted_srpt import (
     PredictedSrpt,
     asrpt_placement,
     check_asrpt_parameters,
+    predictor_capabilities,
 )
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState
@@ -117,7 +118,6 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
 
     name: ClassVar[str] = "combined"
     preempts: ClassVar[bool] = True
-    needs_extra: ClassVar[str | None] = "ml"
 
     placement: str = DELAY
     timer_low_s: tuple[float, float] = (0.0, 0.0)
@@ -141,9 +141,10 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
 
     @property
     def capabilities(self) -> Capabilities:
+        capabilities = predictor_capabilities(self, super().capabilities)
         if not self.copies:
-            return super().capabilities
-        return replace(super().capabilities, forks=True, fork_overhead=self.fork_overhead_frac,
+            return capabilities
+        return replace(capabilities, forks=True, fork_overhead=self.fork_overhead_frac,
                        copy_efficiency=self.copy_efficiency)
 
     def fork_overhead_frac(self, job: Job) -> float:

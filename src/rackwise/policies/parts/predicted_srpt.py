@@ -20,7 +20,7 @@ import math
 import zlib
 from bisect import insort
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from operator import itemgetter
 from statistics import median
@@ -29,7 +29,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from rackwise.cluster.allocation import Allocation, TentativeAllocation
-from rackwise.engine.contract import Decisions, Start
+from rackwise.engine.contract import Capabilities, Decisions, Start
 from rackwise.engine.view import ClusterView
 from rackwise.errors import InputError
 from rackwise.perf.graph_placement import (
@@ -64,11 +64,11 @@ class AsrptParameters:
     """A-SRPT's parameters (docs/policies/asrpt.md explains each choice).
 
     Args:
-        predictor: "forest" (random forest, needs the ``ml`` extra),
-            "median" (cold-start rules only), "survival" (the Kaplan-Meier
-            distribution of the sizes of the last ``survival_window`` jobs of
-            its class, virtual cluster and GPU count, finished or not;
-            `parts.class_sizes`), "oracle" (true iterations) or
+        predictor: "survival" (the Kaplan-Meier distribution of the sizes
+            of the last ``survival_window`` jobs of its class, virtual
+            cluster and GPU count, finished or not; `parts.class_sizes`),
+            "forest" (random forest, needs the ``ml`` extra), "median"
+            (cold-start rules only), "oracle" (true iterations) or
             "class-oracle" (the median true size of the jobs of its class
             that have arrived so far: the best any predictor can do from
             what the shipped traces carry).
@@ -104,16 +104,16 @@ class AsrptParameters:
             job's true iterations times ``exp(oracle_error * z)``, z a
             standard normal drawn per job from the run's seed (0: exact).
             A dial for how good predictions must be to pay off.
-        rank: What orders jobs: "vm", the virtual machine's remaining work
-            on point predictions; or, from the job's predicted size
-            distribution conditioned on the service it has attained (a
-            lower bound on its size), "gittins" its Gittins rank or
-            "expected" its expected remaining work; both in the machine's
+        rank: What orders jobs: from the job's predicted size distribution
+            conditioned on the service it has attained (a lower bound on
+            its size), "gittins" its Gittins rank or "expected" its
+            expected remaining work; or "vm", the virtual machine's
+            remaining work on point predictions; the first two in the machine's
             unit (g / G of a second on the ideal placement).
             `parts.size_distribution` explains both.
     """
 
-    predictor: Literal["forest", "median", "survival", "oracle", "class-oracle"] = "forest"
+    predictor: Literal["forest", "median", "survival", "oracle", "class-oracle"] = "survival"
     survival_window: int = 200
     gate: Literal["arrival", "vm_completion"] = "arrival"
     preempt: bool = True
@@ -134,10 +134,16 @@ class AsrptParameters:
     use_history: bool = True
     kl_passes: int = 10
     oracle_error: float = 0.0
-    rank: Literal["vm", "gittins", "expected"] = "vm"
+    rank: Literal["vm", "gittins", "expected"] = "gittins"
 
 
 ORACLES = ("oracle", "class-oracle")  # predictors told true sizes
+
+
+def predictor_capabilities(params: AsrptParameters, base: Capabilities) -> Capabilities:
+    """``base`` with what the predictor needs: true sizes (an oracle) or the ``ml`` extra (the forest)."""
+    return replace(base, needs_oracle=base.needs_oracle or params.predictor in ORACLES,
+                   needs_extra="ml" if params.predictor == "forest" else base.needs_extra)
 
 
 def check_asrpt_parameters(params: AsrptParameters) -> None:
@@ -466,12 +472,12 @@ class PredictedSrpt:
         if self._params.rank != "vm":
             beyond = self._params.overrun_factor
             if self._params.predictor == "oracle":
-                dist = SizeDistribution.point(iters * unit, beyond_factor=beyond)
+                self._dists[job.job_id] = SizeDistribution.point(iters * unit, beyond_factor=beyond)
             elif self._params.predictor == "class-oracle":
-                dist = SizeDistribution(list(self._arrived_sizes[job_class(job)]), beyond_factor=beyond)
-            else:
-                dist = self._predictor.distributions([self._features[job.job_id]], beyond_factor=beyond)[0]
-            self._dists[job.job_id] = dist
+                self._dists[job.job_id] = SizeDistribution(list(self._arrived_sizes[job_class(job)]),
+                                                           beyond_factor=beyond)
+            elif source != "survival":  # the class's distribution answers while it has one
+                self._dists[job.job_id] = self._fallback_distribution(job.job_id)
         self._vm_s_per_iter[job.job_id] = per_iter
         self._estimate_iters[job.job_id] = iters
         self._vm.add(job.job_id, iters * per_iter, job.submit_time)
@@ -495,7 +501,8 @@ class PredictedSrpt:
                 if productive > 0.0:
                     done = min(state.job.total_iters, done + productive * state.rate_iters_per_s)
             unit = self._unit[job_id]
-            dist = self._survival_distribution(state.job) or self._dists[job_id]
+            dist = (self._survival_distribution(state.job) or self._dists.get(job_id)
+                    or self._fallback_distribution(job_id))
             attained = done * unit
             cached = self._rank_cache.get(job_id)
             if cached is not None and cached[0] == attained and cached[1] is dist:
@@ -508,6 +515,13 @@ class PredictedSrpt:
             out.append((key, state))
         out.sort(key=lambda item: item[0])
         return out
+
+    def _fallback_distribution(self, job_id: str) -> SizeDistribution:
+        """The forest's (or the cold-start rules') distribution for the job, kept once asked."""
+        dist = self._predictor.distributions([self._features[job_id]],
+                                             beyond_factor=self._params.overrun_factor)[0]
+        self._dists[job_id] = dist
+        return dist
 
     def _survival_distribution(self, job: Job) -> SizeDistribution | None:
         """The survival predictor's distribution for the job's class (None: another rule answers)."""

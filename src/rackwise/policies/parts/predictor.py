@@ -158,6 +158,7 @@ class IterationPredictor:
         self._fit_targets: Any = None  # the sizes the forest was fitted on, for its distributions
         self._leaf_weights: Any = None  # sparse: tree leaf -> its training samples, 1/leaf size each
         self._n_fits = 0
+        self._cold_start_dists: dict[tuple[tuple[str, object] | None, float], SizeDistribution] = {}
 
     @property
     def fitted(self) -> bool:
@@ -210,15 +211,34 @@ class IterationPredictor:
             return math.expm1(median(self._all_log)), "global-median"
         return self.default_iters, "default"
 
-    def cold_start_samples(self, features: JobFeatures) -> list[float]:
-        """The finished jobs' sizes the cold-start rule took its median of (none: its answer)."""
+    def _cold_start_population(self, features: JobFeatures) -> tuple[str, object] | None:
+        """Which finished jobs the cold-start rule takes its median of (None: no population)."""
         if not features.declared_iters:
             for kind, value in (("model", features.model), ("group", features.group)):
                 if value and self._history.get((kind, value)):
-                    return [math.expm1(y) for y in self._history[(kind, value)]]
+                    return kind, value
             if self._all_log:
-                return [math.expm1(y) for y in self._all_log]
-        return [self.cold_start(features)[0]]
+                return "all", None
+        return None
+
+    def cold_start_samples(self, features: JobFeatures) -> list[float]:
+        """The finished jobs' sizes the cold-start rule took its median of (none: its answer)."""
+        population = self._cold_start_population(features)
+        if population is None:
+            return [self.cold_start(features)[0]]
+        logs = self._all_log if population[0] == "all" else self._history[population]
+        return [math.expm1(y) for y in logs]
+
+    def _cold_start_distribution(self, features: JobFeatures, beyond_factor: float) -> SizeDistribution:
+        """The cold-start population as a distribution, shared by every job it answers for
+        until the next job finishes."""
+        if features.declared_iters:  # the job's own figure, no population
+            return SizeDistribution(self.cold_start_samples(features), beyond_factor=beyond_factor)
+        key = (self._cold_start_population(features), beyond_factor)  # None: the default answer
+        if key not in self._cold_start_dists:
+            self._cold_start_dists[key] = SizeDistribution(self.cold_start_samples(features),
+                                                           beyond_factor=beyond_factor)
+        return self._cold_start_dists[key]
 
     def distributions(self, features: Sequence[JobFeatures], *,
                       beyond_factor: float = 0.5) -> list[SizeDistribution]:
@@ -236,7 +256,7 @@ class IterationPredictor:
                 weights = self._forest_weights(f.row)
                 out.append(SizeDistribution(self._fit_targets, weights, beyond_factor=beyond_factor))
             else:
-                out.append(SizeDistribution(self.cold_start_samples(f), beyond_factor=beyond_factor))
+                out.append(self._cold_start_distribution(f, beyond_factor))
         return out
 
     def _forest_weights(self, row: tuple[float, ...]) -> Any:
@@ -307,6 +327,7 @@ class IterationPredictor:
 
     def _remember(self, features: JobFeatures, actual_iters: float) -> None:
         y = math.log1p(max(actual_iters, 0.0))
+        self._cold_start_dists.clear()
         self._rows.append((features.row, y))
         insort(self._all_log, y)
         for kind, value in (("key", features.key), ("group", features.group),

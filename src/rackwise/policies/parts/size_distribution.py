@@ -34,7 +34,7 @@ class SizeDistribution:
             to be this multiple of the attained service.
     """
 
-    __slots__ = ("_values", "_weights", "beyond_factor")
+    __slots__ = ("_rank_at_start", "_values", "_weights", "beyond_factor")
 
     def __init__(self, values: Sequence[float] | np.ndarray,
                  weights: Sequence[float] | np.ndarray | None = None, *,
@@ -48,6 +48,7 @@ class SizeDistribution:
         self._values = x[keep][order]
         self._weights = w[keep][order]
         self.beyond_factor = beyond_factor
+        self._rank_at_start: float | None = None  # one distribution may serve many waiting jobs
 
     @classmethod
     def point(cls, value: float, *, beyond_factor: float = 0.5) -> SizeDistribution:
@@ -89,6 +90,8 @@ class SizeDistribution:
         The quantum Δ is searched over the remaining sizes of the samples
         past ``a``; the infimum is reached at one of them.
         """
+        if attained == 0.0 and self._rank_at_start is not None:
+            return self._rank_at_start
         tail = self._tail(attained)
         if tail is None:
             return self.beyond_factor * attained
@@ -96,4 +99,7 @@ class SizeDistribution:
         done_w = np.cumsum(w)  # weight of the samples finished within each quantum
         # Expected service within quantum rest[j]: finished samples' own, the others' whole quantum.
         served = np.cumsum(w * rest) + (done_w[-1] - done_w) * rest
-        return float(np.min(served / done_w))
+        rank = float(np.min(served / done_w))
+        if attained == 0.0:
+            self._rank_at_start = rank
+        return rank
