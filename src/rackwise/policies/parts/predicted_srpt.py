@@ -476,8 +476,9 @@ class PredictedSrpt:
             elif self._params.predictor == "class-oracle":
                 self._dists[job.job_id] = SizeDistribution(list(self._arrived_sizes[job_class(job)]),
                                                            beyond_factor=beyond)
-            elif source != "survival":  # the class's distribution answers while it has one
-                self._dists[job.job_id] = self._fallback_distribution(job.job_id)
+            else:  # the forest's or the cold-start rules' (for "survival": should its class lose its own)
+                self._dists[job.job_id] = self._predictor.distributions(
+                    [self._features[job.job_id]], beyond_factor=beyond)[0]
         self._vm_s_per_iter[job.job_id] = per_iter
         self._estimate_iters[job.job_id] = iters
         self._vm.add(job.job_id, iters * per_iter, job.submit_time)
@@ -501,8 +502,7 @@ class PredictedSrpt:
                 if productive > 0.0:
                     done = min(state.job.total_iters, done + productive * state.rate_iters_per_s)
             unit = self._unit[job_id]
-            dist = (self._survival_distribution(state.job) or self._dists.get(job_id)
-                    or self._fallback_distribution(job_id))
+            dist = self._survival_distribution(state.job) or self._dists[job_id]
             attained = done * unit
             cached = self._rank_cache.get(job_id)
             if cached is not None and cached[0] == attained and cached[1] is dist:
@@ -515,13 +515,6 @@ class PredictedSrpt:
             out.append((key, state))
         out.sort(key=lambda item: item[0])
         return out
-
-    def _fallback_distribution(self, job_id: str) -> SizeDistribution:
-        """The forest's (or the cold-start rules') distribution for the job, kept once asked."""
-        dist = self._predictor.distributions([self._features[job_id]],
-                                             beyond_factor=self._params.overrun_factor)[0]
-        self._dists[job_id] = dist
-        return dist
 
     def _survival_distribution(self, job: Job) -> SizeDistribution | None:
         """The survival predictor's distribution for the job's class (None: another rule answers)."""
