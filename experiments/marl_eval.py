@@ -9,7 +9,9 @@ durations clipped to [60 s, 8 h] and gaps scaled to offered load 0.9
 (`rackwise.rl.episodes`). Performance: `NetworkPerf()` (models assigned per
 job, communication over the placement's bottleneck, co-location
 interference). The placement heuristics run under marl's own agents and
-FIFO order (``marl`` with a fixed ``placement`` rule). Prints one JSON line
+FIFO order (``marl`` with a fixed ``placement`` rule); ``marl-untrained`` is
+the same network freshly initialised (the checkpoint's configuration, seed
+and interference model; no cloning, no update). Prints one JSON line
 per (window, policy), then a markdown table of average JCT.
 """
 
@@ -25,6 +27,7 @@ import numpy as np
 # label: (policy, params)
 POLICIES: dict[str, tuple[str, dict[str, Any]]] = {
     "marl": ("marl", {}),
+    "marl-untrained": ("marl", {}),  # its checkpoint is written by `untrained_checkpoint`
     "pack": ("marl", {"placement": "first-fit"}),
     "spread": ("marl", {"placement": "spread"}),
     "topology-consolidate": ("marl", {"placement": "consolidated"}),
@@ -33,6 +36,15 @@ POLICIES: dict[str, tuple[str, dict[str, Any]]] = {
     "fifo": ("fifo", {"placement": "consolidated"}),
     "dally": ("dally", {}),
 }
+
+
+def untrained_checkpoint(trained: str | None, out_dir: str) -> str:
+    """Save ``trained``'s network (default: the shipped one) freshly initialised; its path."""
+    from rackwise.policies.parts.marl.checkpoint import load, save
+    from rackwise.rl.mappo import untrained
+
+    save(f"{out_dir}/marl", untrained(load(trained)))
+    return f"{out_dir}/marl"
 
 
 def run(trace: str, start: int, label: str, n_jobs: int, load: float, seed: int) -> dict[str, Any]:
@@ -62,12 +74,16 @@ def main() -> None:
     parser.add_argument("--traces", default="philly_2017,itp_2021")
     parser.add_argument("--checkpoint", default=None, help="marl checkpoint (default: shipped)")
     args = parser.parse_args()
+    import tempfile
+
     from rackwise.rl.episodes import _split
 
     if args.checkpoint:
         for label, (policy, params) in POLICIES.items():
             if policy == "marl":
                 POLICIES[label] = (policy, {**params, "checkpoint": args.checkpoint})
+    POLICIES["marl-untrained"] = ("marl", {"checkpoint": untrained_checkpoint(
+        args.checkpoint, tempfile.mkdtemp(prefix="marl-untrained-"))})
     rows = []
     for trace in args.traces.split(","):
         pool = len(_split(trace, "eval"))

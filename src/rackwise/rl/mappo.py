@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -255,6 +255,17 @@ class Trainer:
         config = ModelConfig(n_agents=cfg.n_agents, hidden=cfg.hidden, shaping_coef=cfg.shaping_coef,
                              training={**asdict(cfg), **summary})
         return Checkpoint(config, self.model, self.predictor)
+
+
+def untrained(checkpoint: Checkpoint) -> Checkpoint:
+    """``checkpoint``'s network freshly initialised: its configuration, seed and interference
+    model, no cloning and no update (what training is measured against)."""
+    known = {f.name for f in fields(TrainConfig)}
+    settings = {k: v for k, v in checkpoint.config.training.items() if k in known}
+    if "sources" in settings:
+        settings["sources"] = tuple(settings["sources"])
+    trainer = Trainer(TrainConfig(**settings), predictor=checkpoint.predictor)
+    return trainer.checkpoint({"untrained": True})
 
 
 def train(cfg: TrainConfig, out_dir: str | Path, log: Callable[[str], None] = print) -> Checkpoint:
