@@ -21,6 +21,7 @@ Two figures, each measured in a fresh process (so max RSS belongs to that run):
   ``repr``) shows whether a speed-up kept it.
 
     python benchmarks/bench_policies.py decision
+    python benchmarks/bench_policies.py decision --policies asrpt -p predictor=forest -p rank=vm
     python benchmarks/bench_policies.py speed --policies fifo,tiresias --traces philly_2017
     python benchmarks/bench_policies.py speed --policies asrpt --traces philly_2017 --first-n 20000
     python benchmarks/bench_policies.py linearity --traces philly_2017 --first-n 2000
@@ -82,13 +83,14 @@ def speed(policy: str, trace: str, first_n: int | None = None, copies: int = 1,
 
 
 def decision(policy_name: str, n_pending: int, n_nodes: int, busy_frac: float,
-             repeat: int) -> dict[str, object]:
+             repeat: int, params: dict[str, object] | None = None) -> dict[str, object]:
     """Time one ``schedule`` call on freshly built states (best and median of ``repeat``)."""
     from rackwise.testing.busy_cluster import busy_cluster
 
     walls, cpus, n_started, n_running, digest = [], [], 0, 0, ""
     for _ in range(repeat):
-        state = busy_cluster(policy_name, n_nodes=n_nodes, n_pending=n_pending, busy_frac=busy_frac)
+        state = busy_cluster(policy_name, n_nodes=n_nodes, n_pending=n_pending, busy_frac=busy_frac,
+                             params=params)
         # A full collection now, so that the decision does not pay for the garbage of the
         # state's construction (a long-running scheduler's heap is in that settled state).
         gc.collect()
@@ -98,7 +100,7 @@ def decision(policy_name: str, n_pending: int, n_nodes: int, busy_frac: float,
         cpus.append(time.process_time() - cpu)
         n_started, n_running = len(decisions.start), state.n_running
         digest = hashlib.sha256(repr(decisions).encode()).hexdigest()[:16]
-    return {"figure": "decision", "policy": policy_name, "cluster_gpus": 8 * n_nodes,
+    return {"figure": "decision", "policy": policy_name, "params": params or {}, "cluster_gpus": 8 * n_nodes,
             "n_pending": n_pending, "n_running": n_running, "busy_frac": busy_frac,
             "decision_ms_best": round(1e3 * min(walls), 2),
             "decision_ms_median": round(1e3 * sorted(walls)[len(walls) // 2], 2),
@@ -163,7 +165,12 @@ def main() -> None:
     parser.add_argument("--first-n", type=int, default=None, help="speed: only the trace's first N jobs")
     parser.add_argument("--start-s", type=float, default=None,
                         help="speed, linearity: the jobs from this submit time on")
+    parser.add_argument("-p", "--param", action="append", default=None, metavar="KEY=VALUE",
+                        help="decision: a policy parameter (repeatable), as `rackwise simulate -p`")
     args = parser.parse_args()
+    from rackwise.cli.params import parse_params
+
+    params = parse_params(args.param, "--param")
     common = provenance()
     for policy in args.policies.split(","):
         if args.figure == "speed":
@@ -177,7 +184,7 @@ def main() -> None:
                                                         args.start_s), **common}), flush=True)
         else:
             row = in_fresh_process("decision", (policy, args.pending, args.nodes, args.busy_frac,
-                                                args.repeat), args.limit_s)
+                                                args.repeat, params), args.limit_s)
             print(json.dumps({"figure": "decision", "policy": policy, **row, **common}), flush=True)
 
 

@@ -9,7 +9,9 @@ simulator, so its cost does not grow with the trace's history.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -39,11 +41,14 @@ class BusyCluster:
 
 
 def busy_cluster(policy_name: str, *, n_nodes: int = 1_250, n_pending: int = 5_000,
-                 busy_frac: float = 0.9) -> BusyCluster:
-    """``n_nodes`` nodes of 8 GPUs (16 to a rack), ``busy_frac`` of the GPUs busy, ``n_pending`` waiting."""
+                 busy_frac: float = 0.9, params: Mapping[str, Any] | None = None) -> BusyCluster:
+    """``n_nodes`` nodes of 8 GPUs (16 to a rack), ``busy_frac`` of the GPUs busy, ``n_pending`` waiting.
+
+    ``params`` are the policy's parameters (its defaults if None).
+    """
     topology = uniform_cluster(n_nodes, 8, 16)
     pool = [j for j in traces.load("philly_2017", first_n=4 * n_pending + 20_000) if j.n_gpus <= 64]
-    policy = make_policy(policy_name)
+    policy = make_policy(policy_name, **(params or {}))
     sim = Simulator(topology, [], policy, perf=IdealPerf(), seed=0)
     rng = np.random.default_rng(0)
     sim.start()
