@@ -4,10 +4,11 @@ A round-based planner (``hadare``) lays out every job afresh each round and
 forks within that layout. An event-driven policy (``combined``) decides
 once per event from what runs; to fork after it:
 
-1. it decides from `primary_view`, where every forked job holds only its
-   first copy, so copies never stand in the way of its own starts, and a
-   job restarted for its copies shows when its run began (so a rule such
-   as "runs a minute before it can be preempted" is not reset by copies);
+1. it decides from `primary_view` (`IdleCopies.primary` keeps it between
+   events), where every forked job holds only its first copy, so copies
+   never stand in the way of its own starts, and a job restarted for its
+   copies shows when its run began (so a rule such as "runs a minute
+   before it can be preempted" is not reset by copies);
 2. `IdleCopies.apply` then sheds the copies whose GPUs those starts took,
    and hands the GPUs still idle to copies, in the policy's order: to jobs
    started now at any event, to running jobs only at a sync (every
@@ -27,6 +28,7 @@ from dataclasses import replace
 from rackwise.cluster.allocation import Allocation, TentativeAllocation
 from rackwise.engine.contract import Decisions, Start
 from rackwise.engine.view import ClusterView
+from rackwise.policies.parts.first_copies import FirstCopiesView
 from rackwise.policies.parts.forking import (
     Forkable,
     ForkParameters,
@@ -96,11 +98,16 @@ class IdleCopies:
         self._node_rack = [node.rack_id for node in topology.nodes] if one_rack else None
         self._next_sync = 0.0
         self._run_start: dict[str, float] = {}  # jobs restarted for copies: when their run began
+        self._first_copies = FirstCopiesView(topology)
 
     @property
     def run_start(self) -> Mapping[str, float]:
         """When the runs of jobs restarted for their copies began (for `primary_view`)."""
         return self._run_start
+
+    def primary(self, view: ClusterView) -> ClusterView:
+        """`primary_view` of ``view`` with this run's restarts, kept from one event to the next."""
+        return self._first_copies.view(view, self._run_start)
 
     def forget(self, job_id: str) -> None:
         """A job completed."""
