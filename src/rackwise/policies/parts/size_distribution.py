@@ -19,9 +19,16 @@ sample gets ``beyond_factor * a``: it is expected to run that much longer.
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
+from itertools import accumulate
+from operator import mul
 
 import numpy as np
+
+# Tails up to this many samples are ranked with Python floats: numpy's cost per call
+# outweighs its speed per sample below it (most running jobs' tails are a few samples).
+_SHORT_TAIL = 48
 
 
 class SizeDistribution:
@@ -34,7 +41,7 @@ class SizeDistribution:
             to be this multiple of the attained service.
     """
 
-    __slots__ = ("_rank_at_start", "_values", "_weights", "beyond_factor")
+    __slots__ = ("_rank_at_start", "_value_list", "_values", "_weight_list", "_weights", "beyond_factor")
 
     def __init__(self, values: Sequence[float] | np.ndarray,
                  weights: Sequence[float] | np.ndarray | None = None, *,
@@ -47,6 +54,8 @@ class SizeDistribution:
         order = np.argsort(x[keep], kind="stable")
         self._values = x[keep][order]
         self._weights = w[keep][order]
+        self._value_list: list[float] | None = None  # the same as Python floats, once a rank asks
+        self._weight_list: list[float] = []
         self.beyond_factor = beyond_factor
         self._rank_at_start: float | None = None  # one distribution may serve many waiting jobs
 
@@ -92,14 +101,39 @@ class SizeDistribution:
         """
         if attained == 0.0 and self._rank_at_start is not None:
             return self._rank_at_start
-        tail = self._tail(attained)
-        if tail is None:
+        values = self._value_list
+        if values is None:
+            values = self._value_list = self._values.tolist()
+            self._weight_list = self._weights.tolist()
+        k = bisect_right(values, attained)  # `_tail`'s searchsorted, on the list
+        if k == len(values):
             return self.beyond_factor * attained
-        rest, w = tail
-        done_w = np.cumsum(w)  # weight of the samples finished within each quantum
-        # Expected service within quantum rest[j]: finished samples' own, the others' whole quantum.
-        served = np.cumsum(w * rest) + (done_w[-1] - done_w) * rest
-        rank = float(np.min(served / done_w))
+        if len(values) - k <= _SHORT_TAIL:
+            rank = _short_tail_rank(values, self._weight_list, k, attained)
+        else:
+            rank = _tail_rank(self._values[k:] - attained, self._weights[k:])
         if attained == 0.0:
             self._rank_at_start = rank
         return rank
+
+
+def _tail_rank(rest: np.ndarray, w: np.ndarray) -> float:
+    """The least ratio of expected service to finishing weight over the quanta ``rest``."""
+    done_w = np.cumsum(w)  # weight of the samples finished within each quantum
+    # Expected service within quantum rest[j]: finished samples' own, the others' whole quantum.
+    served = np.cumsum(w * rest) + (done_w[-1] - done_w) * rest
+    return float(np.min(served / done_w))
+
+
+def _short_tail_rank(values: list[float], weights: list[float], k: int, attained: float) -> float:
+    """`_tail_rank` of the samples from ``k`` on, with the same operations in the same order.
+
+    numpy's cumulative sums add one element after another, and every other
+    step is one IEEE operation per element, so Python floats give the same bits.
+    """
+    rest = [value - attained for value in values[k:]]
+    w = weights[k:]
+    done_w = list(accumulate(w))  # `accumulate` adds as numpy's cumsum does: first element as is
+    total = done_w[-1]
+    served: list[float] = list(accumulate(map(mul, w, rest)))
+    return min((service + (total - done) * r) / done for service, done, r in zip(served, done_w, rest))
