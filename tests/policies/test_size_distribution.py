@@ -7,7 +7,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rackwise.policies.parts.size_distribution import SizeDistribution, _short_tail_rank, _tail_rank
+from rackwise.policies.parts.size_distribution import (
+    SizeDistribution,
+    _short_tail_rank,
+    _short_tail_weights,
+    _tail_rank,
+    _tail_weights,
+)
 
 
 def test_point_mass_rank_is_the_remaining_size() -> None:
@@ -60,7 +66,17 @@ def test_short_tails_rank_bit_for_bit_as_numpy(sizes: list[float], data: st.Data
         if k == len(values):  # past every sample
             assert SizeDistribution(sizes, weights).gittins_rank(attained) == 0.5 * attained
             continue
-        numpy_rank = _tail_rank(values[k:] - attained, w[k:])
-        python_rank = _short_tail_rank(values.tolist(), w.tolist(), k, attained)
+        numpy_rank = _tail_rank(values[k:] - attained, w[k:], *_tail_weights(w[k:]))
+        python_rank = _short_tail_rank(values.tolist(), w.tolist(), k, attained,
+                                       *_short_tail_weights(w[k:].tolist()))
         assert python_rank == numpy_rank  # the same bits, not just close
         assert SizeDistribution(sizes, weights).gittins_rank(attained) == numpy_rank
+        assert dist.gittins_rank(attained) == _reference_rank(values, w, attained)  # kept tails too
+
+
+def _reference_rank(values: np.ndarray, w: np.ndarray, attained: float) -> float:
+    """The Gittins rank as numpy works it out in one go (what the kept tails must reproduce)."""
+    k = int(np.searchsorted(values, attained, side="right"))
+    rest, tail_w = values[k:] - attained, w[k:]
+    done_w = np.cumsum(tail_w)
+    return float(np.min((np.cumsum(tail_w * rest) + (done_w[-1] - done_w) * rest) / done_w))

@@ -121,8 +121,17 @@ class IdleCopies:
         ``tiers`` gives a job's usable GPU types, fastest first.
         """
         running = view.running
-        free = view.tentative()
         preempted = set(decisions.preempt)
+        if not decisions.start and now < self._next_sync:
+            # No start to take a copy's GPUs, no job that may take a copy: only the wake changes.
+            for job_id in preempted:
+                self._run_start.pop(job_id, None)
+            n_free = view.n_free + sum(len(running[job_id].gpu_ids) for job_id in preempted)
+            if n_free and len(running) > len(preempted):  # idle GPUs: look again at the next sync
+                at = decisions.wake_at
+                return replace(decisions, wake_at=self._next_sync if at is None else min(at, self._next_sync))
+            return decisions
+        free = view.tentative()
         for job_id in decisions.preempt:
             free.give(running[job_id].gpu_ids)
         taken = {gpu for start in decisions.start for gpu in start.gpu_ids}
