@@ -20,9 +20,9 @@ sample gets ``beyond_factor * a``: it is expected to run that much longer.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Sequence
-from itertools import accumulate
-from operator import mul
+from collections.abc import Iterator, Sequence
+from itertools import accumulate, repeat
+from operator import add, mul, sub, truediv
 
 import numpy as np
 
@@ -155,6 +155,8 @@ def _short_tail_rank(values: list[float], weights: list[float], k: int, attained
     numpy's cumulative sums add one element after another, and every other
     step is one IEEE operation per element, so Python floats give the same bits.
     """
-    rest = [value - attained for value in values[k:]]
-    served: list[float] = list(accumulate(map(mul, weights[k:], rest)))
-    return min((service + left * r) / done for service, left, r, done in zip(served, after, rest, done_w))
+    rest = list(map(sub, values[k:], repeat(attained)))
+    served = accumulate(map(mul, weights[k:], rest))
+    # (served + after * rest) / done_w, element by element, iterated in C.
+    ratios: Iterator[float] = map(truediv, map(add, served, map(mul, after, rest)), done_w)
+    return min(ratios)
