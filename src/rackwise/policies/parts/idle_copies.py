@@ -179,6 +179,14 @@ class IdleCopies:
     def _fork(self, free: TentativeAllocation, blocks: dict[str, Blocks], order: list[str],
               states: dict[str, JobState], tiers: Callable[[JobState], Tiers], now: float) -> set[str]:
         """Add copies on ``free``'s idle GPUs (taking them); the jobs that got any."""
+        jobs = [Forkable(job_id, state.job.n_gpus, tiers(state), self._may_spread(state, now))
+                for job_id, state in ((job_id, states[job_id]) for job_id in order)]
+        # Every copy takes its job's whole GPU count, and copies only take GPUs:
+        # a job wider than the idle GPUs gets none, and leaves the others' as they are.
+        jobs = [job for job in jobs if job.n_gpus <= free.n_free]
+        if not jobs:
+            return set()
+        order = [job.job_id for job in jobs]
         book = PriceBook(self._capacity, 1.0, [1.0] * len(self._capacity), 1, groups=self._node_type)
         counts = free.free_counts()
         for node, (capacity, n_free) in enumerate(zip(self._capacity, counts)):
@@ -188,8 +196,6 @@ class IdleCopies:
         layouts: dict[str, Layout] = {job_id: tuple(_take(block, gpu_node) for block in blocks[job_id])
                                       for job_id in order}
         before = {job_id: len(layout) for job_id, layout in layouts.items()}
-        jobs = [Forkable(job_id, state.job.n_gpus, tiers(state), self._may_spread(state, now))
-                for job_id, state in ((job_id, states[job_id]) for job_id in order)]
         add_copies(book, jobs, layouts, self._params, self._cap, self._widest, node_rack=self._node_rack)
         grown: set[str] = set()
         for job_id in order:
