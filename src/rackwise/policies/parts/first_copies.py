@@ -19,6 +19,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping
 from dataclasses import dataclass
+from itertools import chain
 from operator import attrgetter
 
 from rackwise.cluster.allocation import Allocation
@@ -27,16 +28,13 @@ from rackwise.engine.view import ClusterView
 from rackwise.workload.state import JobState
 
 _VERSION = attrgetter("version")
+_NODES = attrgetter("nodes")
 
 
 @dataclass(frozen=True, slots=True)
 class _Shown:
-    """A running job as the view shows it, and what of the engine's state it was made from."""
+    """A running job as the view shows it."""
 
-    state: JobState  # the engine's
-    version: int
-    gpu_ids: tuple[int, ...]  # the engine's, all copies
-    run_start: float | None  # the restart's, if the job was restarted for its copies
     shown: JobState  # the engine's own state, or a copy of it on its first copy
     first: tuple[int, ...]  # the GPUs it holds in the view
     nodes: tuple[int, ...]  # their nodes, in the order the GPUs first reach them
@@ -57,6 +55,7 @@ class FirstCopiesView:
         self._running: dict[str, JobState] = {}
         self._node_seq: list[int] = []
         # The engine's running states, their versions and the restarts, as last read.
+        self._seen: set[tuple[str, JobState, int]] = set()
         self._states: list[JobState] = []
         self._versions: list[int] = []
         self._run_start: dict[str, float] = {}
@@ -72,39 +71,41 @@ class FirstCopiesView:
         versions = [*map(_VERSION, states)]
         # Compared by identity, in C: the same states at the same versions changed nothing.
         if states != self._states or versions != self._versions or run_start != self._run_start:
-            self._update(view.running, run_start)
+            self._update(view.running, run_start, states, versions)
             self._states, self._versions, self._run_start = states, versions, dict(run_start)
         seen = ClusterView(view.topology, self._allocation, {}, self._running, view.perf)
         seen.pending = view.pending  # the engine's queue as it is: the view only reads it
         seen.now = view.now
         return seen
 
-    def _update(self, running: Mapping[str, JobState], run_start: Mapping[str, float]) -> None:
+    def _update(self, running: Mapping[str, JobState], run_start: Mapping[str, float],
+                states: list[JobState], versions: list[int]) -> None:
         """Redo the running jobs whose state or restart changed, and the GPUs they hold."""
         before = self._jobs
-        jobs: dict[str, _Shown] = {}
-        for job_id, state in running.items():
-            start = run_start.get(job_id)
-            known = before.get(job_id)
-            if (known is None or known.state is not state or known.version != state.version
-                    or known.gpu_ids is not state.gpu_ids or known.run_start != start):
-                known = self._shown(state, start)
-            jobs[job_id] = known
+        seen = set(zip(running, states, versions))
+        # Found by set differences, in C: new or changed states, and restarts begun or ended.
+        redo = {job_id for job_id, _, _ in seen - self._seen}
+        redo.update(job_id for job_id, _ in run_start.items() ^ self._run_start.items())
+        redo &= running.keys()
+        jobs = {job_id: self._shown(state, run_start.get(job_id)) if job_id in redo else before[job_id]
+                for job_id, state in running.items()}
         allocation = self._allocation
         moved = False
-        for job_id, known in before.items():  # release first: a GPU may pass to another job
-            now_shown = jobs.get(job_id)
-            if now_shown is None or now_shown.first != known.first:
-                allocation.release(known.first)
-                moved = True
-        for job_id, known in jobs.items():
-            was = before.get(job_id)
-            if was is None or was.first != known.first:
-                allocation.allocate(job_id, known.first)
-                moved = True
-        self._jobs = jobs
+        # Release first (a GPU may pass to another job); sorted, so the order is the same in any process.
+        for job_id in sorted(before.keys() - running.keys()):
+            allocation.release(before[job_id].first)
+            moved = True
+        changed = [job_id for job_id in sorted(redo)
+                   if job_id not in before or jobs[job_id].first != before[job_id].first]
+        for job_id in changed:
+            if job_id in before:
+                allocation.release(before[job_id].first)
+        for job_id in changed:
+            allocation.allocate(job_id, jobs[job_id].first)
+            moved = True
+        self._jobs, self._seen = jobs, seen
         self._running = {job_id: known.shown for job_id, known in jobs.items()}
-        node_seq = [node for known in jobs.values() for node in known.nodes]
+        node_seq = [*chain.from_iterable(map(_NODES, jobs.values()))]
         if moved or node_seq != self._node_seq:
             self._reorder(node_seq)
 
@@ -133,5 +134,4 @@ class FirstCopiesView:
                 shown.run_start = start
         node_of = self._allocation.topology.gpu_node
         first = shown.gpu_ids
-        return _Shown(state, state.version, state.gpu_ids, start, shown, first,
-                      tuple(dict.fromkeys([node_of[gpu] for gpu in first])))
+        return _Shown(shown, first, tuple(dict.fromkeys([node_of[gpu] for gpu in first])))
