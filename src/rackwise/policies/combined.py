@@ -59,7 +59,7 @@ from rackwise.policies.parts.heterogeneity import (
     TypeThroughputs,
     nodes_by_type,
 )
-from rackwise.policies.parts.idle_copies import IdleCopies, primary_view
+from rackwise.policies.parts.idle_copies import IdleCopies
 from rackwise.policies.parts.locality import (
     L2,
     SigmaEstimator,
@@ -187,7 +187,7 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
         if not self.copies:
             return self._decide(view, now)
         # Order and placement see first copies only; the copies go where GPUs stay idle.
-        decisions = self._decide(primary_view(view, self.copies_.run_start), now)
+        decisions = self._decide(self.copies_.primary(view), now)
         return self.copies_.apply(view, decisions, now, self.srpt_.in_vm_order,
                                   lambda state: self._tiers(view, state))
 

@@ -4,10 +4,11 @@ A round-based planner (``hadare``) lays out every job afresh each round and
 forks within that layout. An event-driven policy (``combined``) decides
 once per event from what runs; to fork after it:
 
-1. it decides from `primary_view`, where every forked job holds only its
-   first copy, so copies never stand in the way of its own starts, and a
-   job restarted for its copies shows when its run began (so a rule such
-   as "runs a minute before it can be preempted" is not reset by copies);
+1. it decides from `primary_view` (`IdleCopies.primary` keeps it between
+   events), where every forked job holds only its first copy, so copies
+   never stand in the way of its own starts, and a job restarted for its
+   copies shows when its run began (so a rule such as "runs a minute
+   before it can be preempted" is not reset by copies);
 2. `IdleCopies.apply` then sheds the copies whose GPUs those starts took,
    and hands the GPUs still idle to copies, in the policy's order: to jobs
    started now at any event, to running jobs only at a sync (every
@@ -27,6 +28,7 @@ from dataclasses import replace
 from rackwise.cluster.allocation import Allocation, TentativeAllocation
 from rackwise.engine.contract import Decisions, Start
 from rackwise.engine.view import ClusterView
+from rackwise.policies.parts.first_copies import FirstCopiesView
 from rackwise.policies.parts.forking import (
     Forkable,
     ForkParameters,
@@ -96,11 +98,16 @@ class IdleCopies:
         self._node_rack = [node.rack_id for node in topology.nodes] if one_rack else None
         self._next_sync = 0.0
         self._run_start: dict[str, float] = {}  # jobs restarted for copies: when their run began
+        self._first_copies = FirstCopiesView(topology)
 
     @property
     def run_start(self) -> Mapping[str, float]:
         """When the runs of jobs restarted for their copies began (for `primary_view`)."""
         return self._run_start
+
+    def primary(self, view: ClusterView) -> ClusterView:
+        """`primary_view` of ``view`` with this run's restarts, kept from one event to the next."""
+        return self._first_copies.view(view, self._run_start)
 
     def forget(self, job_id: str) -> None:
         """A job completed."""
@@ -114,8 +121,17 @@ class IdleCopies:
         ``tiers`` gives a job's usable GPU types, fastest first.
         """
         running = view.running
-        free = view.tentative()
         preempted = set(decisions.preempt)
+        if not decisions.start and now < self._next_sync:
+            # No start to take a copy's GPUs, no job that may take a copy: only the wake changes.
+            for job_id in preempted:
+                self._run_start.pop(job_id, None)
+            n_free = view.n_free + sum(len(running[job_id].gpu_ids) for job_id in preempted)
+            if n_free and len(running) > len(preempted):  # idle GPUs: look again at the next sync
+                at = decisions.wake_at
+                return replace(decisions, wake_at=self._next_sync if at is None else min(at, self._next_sync))
+            return decisions
+        free = view.tentative()
         for job_id in decisions.preempt:
             free.give(running[job_id].gpu_ids)
         taken = {gpu for start in decisions.start for gpu in start.gpu_ids}
@@ -163,6 +179,14 @@ class IdleCopies:
     def _fork(self, free: TentativeAllocation, blocks: dict[str, Blocks], order: list[str],
               states: dict[str, JobState], tiers: Callable[[JobState], Tiers], now: float) -> set[str]:
         """Add copies on ``free``'s idle GPUs (taking them); the jobs that got any."""
+        jobs = [Forkable(job_id, state.job.n_gpus, tiers(state), self._may_spread(state, now))
+                for job_id, state in ((job_id, states[job_id]) for job_id in order)]
+        # Every copy takes its job's whole GPU count, and copies only take GPUs:
+        # a job wider than the idle GPUs gets none, and leaves the others' as they are.
+        jobs = [job for job in jobs if job.n_gpus <= free.n_free]
+        if not jobs:
+            return set()
+        order = [job.job_id for job in jobs]
         book = PriceBook(self._capacity, 1.0, [1.0] * len(self._capacity), 1, groups=self._node_type)
         counts = free.free_counts()
         for node, (capacity, n_free) in enumerate(zip(self._capacity, counts)):
@@ -172,8 +196,6 @@ class IdleCopies:
         layouts: dict[str, Layout] = {job_id: tuple(_take(block, gpu_node) for block in blocks[job_id])
                                       for job_id in order}
         before = {job_id: len(layout) for job_id, layout in layouts.items()}
-        jobs = [Forkable(job_id, state.job.n_gpus, tiers(state), self._may_spread(state, now))
-                for job_id, state in ((job_id, states[job_id]) for job_id in order)]
         add_copies(book, jobs, layouts, self._params, self._cap, self._widest, node_rack=self._node_rack)
         grown: set[str] = set()
         for job_id in order:

@@ -495,23 +495,30 @@ class PredictedSrpt:
         """Jobs by the rank of their size distribution given the service they attained."""
         out = []
         gittins = self._params.rank == "gittins"
+        # Asked for every running and waiting job at every event: the look-ups are bound once.
+        survival = self._survival
+        class_sizes = survival.distribution if survival is not None else None
+        attained_of, units, dists = self._attained, self._unit, self._dists
+        rank_cache, vm_s_per_iter, order = self._rank_cache, self._vm_s_per_iter, self._order
         for job_id, state in items:
+            job = state.job
             done = state.iters_done
             if state.status is Status.RUNNING:
                 productive = now - max(state.last_update, state.busy_until)
                 if productive > 0.0:
-                    done = min(state.job.total_iters, done + productive * state.rate_iters_per_s)
-            unit = self._unit[job_id]
-            dist = self._survival_distribution(state.job) or self._dists[job_id]
+                    done = min(job.total_iters, done + productive * state.rate_iters_per_s)
+            unit = units[job_id]
+            # `_survival_distribution`, inlined
+            dist = ((class_sizes(job_class(job), attained_of) if class_sizes is not None else None)
+                    or dists[job_id])
             attained = done * unit
-            cached = self._rank_cache.get(job_id)
+            cached = rank_cache.get(job_id)
             if cached is not None and cached[0] == attained and cached[1] is dist:
                 value = cached[2]
             else:
                 value = dist.gittins_rank(attained) if gittins else dist.expected_remaining(attained)
-                self._rank_cache[job_id] = (attained, dist, value)
-            key = (value / unit * self._vm_s_per_iter[job_id], state.job.submit_time,
-                   self._order[job_id], job_id)
+                rank_cache[job_id] = (attained, dist, value)
+            key = (value / unit * vm_s_per_iter[job_id], job.submit_time, order[job_id], job_id)
             out.append((key, state))
         out.sort(key=lambda item: item[0])
         return out

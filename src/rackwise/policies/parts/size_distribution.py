@@ -19,9 +19,16 @@ sample gets ``beyond_factor * a``: it is expected to run that much longer.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from bisect import bisect_right
+from collections.abc import Iterator, Sequence
+from itertools import accumulate, repeat
+from operator import add, mul, sub, truediv
 
 import numpy as np
+
+# Tails up to this many samples are ranked with Python floats: numpy's cost per call
+# outweighs its speed per sample below it (most running jobs' tails are a few samples).
+_SHORT_TAIL = 48
 
 
 class SizeDistribution:
@@ -34,7 +41,8 @@ class SizeDistribution:
             to be this multiple of the attained service.
     """
 
-    __slots__ = ("_rank_at_start", "_values", "_weights", "beyond_factor")
+    __slots__ = ("_long_tails", "_rank_at_start", "_short_tails", "_value_list", "_values",
+                 "_weight_list", "_weights", "beyond_factor")
 
     def __init__(self, values: Sequence[float] | np.ndarray,
                  weights: Sequence[float] | np.ndarray | None = None, *,
@@ -47,6 +55,12 @@ class SizeDistribution:
         order = np.argsort(x[keep], kind="stable")
         self._values = x[keep][order]
         self._weights = w[keep][order]
+        self._value_list: list[float] | None = None  # the same as Python floats, once a rank asks
+        self._weight_list: list[float] = []
+        # Tail start -> the weight finished within each quantum, and the weight left after it
+        # (a running job's tail starts at the same sample for many events).
+        self._short_tails: dict[int, tuple[list[float], list[float]]] = {}
+        self._long_tails: dict[int, tuple[np.ndarray, np.ndarray]] = {}
         self.beyond_factor = beyond_factor
         self._rank_at_start: float | None = None  # one distribution may serve many waiting jobs
 
@@ -92,14 +106,57 @@ class SizeDistribution:
         """
         if attained == 0.0 and self._rank_at_start is not None:
             return self._rank_at_start
-        tail = self._tail(attained)
-        if tail is None:
+        values = self._value_list
+        if values is None:
+            values = self._value_list = self._values.tolist()
+            self._weight_list = self._weights.tolist()
+        k = bisect_right(values, attained)  # `_tail`'s searchsorted, on the list
+        n = len(values)
+        if k == n:
             return self.beyond_factor * attained
-        rest, w = tail
-        done_w = np.cumsum(w)  # weight of the samples finished within each quantum
-        # Expected service within quantum rest[j]: finished samples' own, the others' whole quantum.
-        served = np.cumsum(w * rest) + (done_w[-1] - done_w) * rest
-        rank = float(np.min(served / done_w))
+        if n - k <= _SHORT_TAIL:
+            short = self._short_tails.get(k)
+            if short is None:
+                short = self._short_tails[k] = _short_tail_weights(self._weight_list[k:])
+            rank = _short_tail_rank(values, self._weight_list, k, attained, *short)
+        else:
+            long = self._long_tails.get(k)
+            if long is None:
+                long = self._long_tails[k] = _tail_weights(self._weights[k:])
+            rank = _tail_rank(self._values[k:] - attained, self._weights[k:], *long)
         if attained == 0.0:
             self._rank_at_start = rank
         return rank
+
+
+def _tail_weights(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The weight of the tail's samples finished within each quantum, and the weight left after it."""
+    done_w = np.cumsum(w)
+    return done_w, done_w[-1] - done_w
+
+
+def _short_tail_weights(w: list[float]) -> tuple[list[float], list[float]]:
+    """`_tail_weights` with Python floats, the same bits."""
+    done = list(accumulate(w))  # `accumulate` adds as numpy's cumsum does: first element as is
+    return done, [done[-1] - d for d in done]
+
+
+def _tail_rank(rest: np.ndarray, w: np.ndarray, done_w: np.ndarray, after: np.ndarray) -> float:
+    """The least ratio of expected service to finishing weight over the quanta ``rest``."""
+    # Expected service within quantum rest[j]: finished samples' own, the others' whole quantum.
+    served = np.cumsum(w * rest) + after * rest
+    return float(np.min(served / done_w))
+
+
+def _short_tail_rank(values: list[float], weights: list[float], k: int, attained: float,
+                     done_w: list[float], after: list[float]) -> float:
+    """`_tail_rank` of the samples from ``k`` on, with the same operations in the same order.
+
+    numpy's cumulative sums add one element after another, and every other
+    step is one IEEE operation per element, so Python floats give the same bits.
+    """
+    rest = list(map(sub, values[k:], repeat(attained)))
+    served = accumulate(map(mul, weights[k:], rest))
+    # (served + after * rest) / done_w, element by element, iterated in C.
+    ratios: Iterator[float] = map(truediv, map(add, served, map(mul, after, rest)), done_w)
+    return min(ratios)
