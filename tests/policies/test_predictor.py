@@ -204,3 +204,16 @@ def test_a_refit_forgets_the_answers_the_last_forest_gave() -> None:
                     from_forest += 1
                     assert value == max(1.0, math.expm1(flat.predict([features.row])[0]))
     assert refits >= 3 and from_forest > 0
+
+
+def test_a_cold_start_distribution_is_shared_until_a_job_finishes() -> None:
+    predictor = IterationPredictor(min_train_rows=20)
+    predictor.observe(predictor.features(_job("a", model=None)), 100.0)
+    one, two = (predictor.features(_job(job_id, model=None)) for job_id in ("b", "c"))
+    first, second = predictor.distributions([one, two])
+    assert first is second and list(first.values) == pytest.approx([100.0])
+    predictor.observe(predictor.features(_job("d", model=None)), 300.0)
+    (after,) = predictor.distributions([one])
+    assert after is not first and list(after.values) == pytest.approx([100.0, 300.0])
+    declared = predictor.features(_job("e", tags=(("max_iters", "50"),)))
+    assert list(predictor.distributions([declared])[0].values) == [50.0]

@@ -472,13 +472,12 @@ class PredictedSrpt:
         if self._params.rank != "vm":
             beyond = self._params.overrun_factor
             if self._params.predictor == "oracle":
-                self._dists[job.job_id] = SizeDistribution.point(iters * unit, beyond_factor=beyond)
+                dist = SizeDistribution.point(iters * unit, beyond_factor=beyond)
             elif self._params.predictor == "class-oracle":
-                self._dists[job.job_id] = SizeDistribution(list(self._arrived_sizes[job_class(job)]),
-                                                           beyond_factor=beyond)
-            else:  # the forest's or the cold-start rules' (for "survival": should its class lose its own)
-                self._dists[job.job_id] = self._predictor.distributions(
-                    [self._features[job.job_id]], beyond_factor=beyond)[0]
+                dist = SizeDistribution(list(self._arrived_sizes[job_class(job)]), beyond_factor=beyond)
+            else:  # for "survival", the answer should its class lose its own distribution
+                dist = self._predictor.distributions([self._features[job.job_id]], beyond_factor=beyond)[0]
+            self._dists[job.job_id] = dist
         self._vm_s_per_iter[job.job_id] = per_iter
         self._estimate_iters[job.job_id] = iters
         self._vm.add(job.job_id, iters * per_iter, job.submit_time)
