@@ -6,7 +6,9 @@ Two figures, each measured in a fresh process (so max RSS belongs to that run):
   itp_2021 on 1,280), jobs simulated per second of wall and CPU time, peak
   memory. A run past ``--limit-s`` seconds is stopped and reported as skipped.
   ``records_sha256`` (first 16 hex digits of the sha256 of ``repr(records)``)
-  shows whether a speed-up kept every decision.
+  shows whether a speed-up kept every decision. ``--perf network`` runs it
+  under the network performance model, built as ``rackwise simulate --perf
+  network`` builds it (default: ``ideal``, the trace-speed model).
 * ``linearity``: ``speed`` on the first ``--first-n`` jobs (default 2,000)
   and on ten copies of them arriving one after another (the same arrival
   rate, so the same load); the CPU time's ratio is the cost of 10x the jobs
@@ -24,6 +26,7 @@ Two figures, each measured in a fresh process (so max RSS belongs to that run):
     python benchmarks/bench_policies.py decision --policies asrpt -p predictor=forest -p rank=vm
     python benchmarks/bench_policies.py speed --policies fifo,tiresias --traces philly_2017
     python benchmarks/bench_policies.py speed --policies asrpt --traces philly_2017 --first-n 20000
+    python benchmarks/bench_policies.py speed --policies tiresias --traces philly_2017 --perf network
     python benchmarks/bench_policies.py linearity --traces philly_2017 --first-n 2000
 """
 
@@ -50,17 +53,19 @@ def _rss_mib() -> float:
 
 
 def speed(policy: str, trace: str, first_n: int | None = None, copies: int = 1,
-          start_s: float | None = None) -> dict[str, object]:
+          start_s: float | None = None, perf: str = "ideal") -> dict[str, object]:
     """Simulate a whole trace (or its first ``first_n`` jobs from ``start_s``) under one policy.
 
     With ``copies``, the jobs arrive that many times, each copy one arrival span
-    after the last: as many jobs again at the same arrival rate.
+    after the last: as many jobs again at the same arrival rate. ``perf`` names
+    the performance model (`rackwise.run.PERF_MODELS`), with its default parameters.
     """
     from dataclasses import replace
 
     from rackwise import traces
     from rackwise.cluster.topology import uniform_cluster
     from rackwise.policies.registry import make_policy
+    from rackwise.run import make_perf
     from rackwise.sim.engine import Simulator
     from rackwise.workload.workload import Workload
 
@@ -70,13 +75,14 @@ def speed(policy: str, trace: str, first_n: int | None = None, copies: int = 1,
         span = jobs.jobs[-1].submit_time - jobs.jobs[0].submit_time
         jobs = Workload(tuple(replace(job, job_id=f"{job.job_id}#{k}", submit_time=job.submit_time + k * span)
                               for k in range(copies) for job in jobs), name=jobs.name)
+    model = make_perf(perf, {})
     wall, cpu = time.perf_counter(), time.process_time()
-    result = Simulator(topology, jobs, make_policy(policy), seed=0).run()
+    result = Simulator(topology, jobs, make_policy(policy), perf=model, seed=0).run()
     wall_s, cpu_s = time.perf_counter() - wall, time.process_time() - cpu
     n = len(result.records)
     rss = _rss_mib()  # before the hash, whose text of every record would count too
     digest = hashlib.sha256(repr(result.records).encode()).hexdigest()[:16]
-    return {"figure": "speed", "policy": policy, "trace": trace, "cluster_gpus": topology.n_gpus,
+    return {"figure": "speed", "policy": policy, "trace": trace, "perf": perf, "cluster_gpus": topology.n_gpus,
             "n_jobs": n, "n_steps": result.n_steps, "simulate_s": round(wall_s, 2),
             "cpu_s": round(cpu_s, 2), "jobs_per_s": round(n / wall_s), "jobs_per_cpu_s": round(n / cpu_s),
             "peak_rss_mib": rss, "records_sha256": digest}
@@ -152,6 +158,7 @@ def linearity(policy: str, trace: str, n_small: int, limit_s: float,
 
 def main() -> None:
     from rackwise.policies.registry import POLICIES
+    from rackwise.run import PERF_MODELS
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("figure", choices=("speed", "decision", "linearity"))
@@ -165,6 +172,8 @@ def main() -> None:
     parser.add_argument("--first-n", type=int, default=None, help="speed: only the trace's first N jobs")
     parser.add_argument("--start-s", type=float, default=None,
                         help="speed, linearity: the jobs from this submit time on")
+    parser.add_argument("--perf", choices=sorted(PERF_MODELS), default="ideal",
+                        help="speed: the performance model, as `rackwise simulate --perf`")
     parser.add_argument("-p", "--param", action="append", default=None, metavar="KEY=VALUE",
                         help="decision: a policy parameter (repeatable), as `rackwise simulate -p`")
     args = parser.parse_args()
@@ -175,8 +184,10 @@ def main() -> None:
     for policy in args.policies.split(","):
         if args.figure == "speed":
             for trace in args.traces.split(","):
-                row = in_fresh_process("speed", (policy, trace, args.first_n, 1, args.start_s), args.limit_s)
-                print(json.dumps({"figure": "speed", "policy": policy, "trace": trace, **row, **common}),
+                row = in_fresh_process("speed", (policy, trace, args.first_n, 1, args.start_s, args.perf),
+                                       args.limit_s)
+                print(json.dumps({"figure": "speed", "policy": policy, "trace": trace, "perf": args.perf,
+                                  **row, **common}),
                       flush=True)
         elif args.figure == "linearity":
             for trace in args.traces.split(","):
