@@ -15,20 +15,20 @@ jobs like it) and answers, given the service a job has already attained:
 Attained service is a lower bound on the size (the job is censored there),
 so every figure is conditioned on X > a. A job that has outlived every
 sample gets ``beyond_factor * a``: it is expected to run that much longer.
+
+Between two samples the rank is the lower envelope of straight lines in a
+(one per quantum), so each stretch's envelope is worked out once and a
+running job's rank, asked at every event, is one look-up and one line.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterator, Sequence
-from itertools import accumulate, repeat
-from operator import add, mul, sub, truediv
+from collections.abc import Sequence
+from itertools import accumulate
+from operator import mul
 
 import numpy as np
-
-# Tails up to this many samples are ranked with Python floats: numpy's cost per call
-# outweighs its speed per sample below it (most running jobs' tails are a few samples).
-_SHORT_TAIL = 48
 
 
 class SizeDistribution:
@@ -41,8 +41,7 @@ class SizeDistribution:
             to be this multiple of the attained service.
     """
 
-    __slots__ = ("_long_tails", "_rank_at_start", "_short_tails", "_value_list", "_values",
-                 "_weight_list", "_weights", "beyond_factor")
+    __slots__ = ("_envelopes", "_value_list", "_values", "_weight_list", "_weights", "beyond_factor")
 
     def __init__(self, values: Sequence[float] | np.ndarray,
                  weights: Sequence[float] | np.ndarray | None = None, *,
@@ -57,12 +56,10 @@ class SizeDistribution:
         self._weights = w[keep][order]
         self._value_list: list[float] | None = None  # the same as Python floats, once a rank asks
         self._weight_list: list[float] = []
-        # Tail start -> the weight finished within each quantum, and the weight left after it
-        # (a running job's tail starts at the same sample for many events).
-        self._short_tails: dict[int, tuple[list[float], list[float]]] = {}
-        self._long_tails: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        # Tail start -> the rank's envelope over the stretch before that sample
+        # (a running job stays in one stretch for many events).
+        self._envelopes: dict[int, _Envelope] = {}
         self.beyond_factor = beyond_factor
-        self._rank_at_start: float | None = None  # one distribution may serve many waiting jobs
 
     @classmethod
     def point(cls, value: float, *, beyond_factor: float = 0.5) -> SizeDistribution:
@@ -104,59 +101,92 @@ class SizeDistribution:
         The quantum Δ is searched over the remaining sizes of the samples
         past ``a``; the infimum is reached at one of them.
         """
-        if attained == 0.0 and self._rank_at_start is not None:
-            return self._rank_at_start
         values = self._value_list
         if values is None:
             values = self._value_list = self._values.tolist()
             self._weight_list = self._weights.tolist()
-        k = bisect_right(values, attained)  # `_tail`'s searchsorted, on the list
-        n = len(values)
-        if k == n:
+        k = bisect_right(values, attained)  # the first sample past `attained`
+        if k == len(values):
             return self.beyond_factor * attained
-        if n - k <= _SHORT_TAIL:
-            short = self._short_tails.get(k)
-            if short is None:
-                short = self._short_tails[k] = _short_tail_weights(self._weight_list[k:])
-            rank = _short_tail_rank(values, self._weight_list, k, attained, *short)
-        else:
-            long = self._long_tails.get(k)
-            if long is None:
-                long = self._long_tails[k] = _tail_weights(self._weights[k:])
-            rank = _tail_rank(self._values[k:] - attained, self._weights[k:], *long)
-        if attained == 0.0:
-            self._rank_at_start = rank
-        return rank
+        envelope = self._envelopes.get(k)
+        if envelope is None:
+            envelope = self._envelopes[k] = _Envelope(values, self._weight_list, k)
+        return envelope.rank(attained)
 
 
-def _tail_weights(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The weight of the tail's samples finished within each quantum, and the weight left after it."""
-    done_w = np.cumsum(w)
-    return done_w, done_w[-1] - done_w
+class _Envelope:
+    """The Gittins rank for attained service a between samples ``k - 1`` and ``k``.
 
-
-def _short_tail_weights(w: list[float]) -> tuple[list[float], list[float]]:
-    """`_tail_weights` with Python floats, the same bits."""
-    done = list(accumulate(w))  # `accumulate` adds as numpy's cumsum does: first element as is
-    return done, [done[-1] - d for d in done]
-
-
-def _tail_rank(rest: np.ndarray, w: np.ndarray, done_w: np.ndarray, after: np.ndarray) -> float:
-    """The least ratio of expected service to finishing weight over the quanta ``rest``."""
-    # Expected service within quantum rest[j]: finished samples' own, the others' whole quantum.
-    served = np.cumsum(w * rest) + after * rest
-    return float(np.min(served / done_w))
-
-
-def _short_tail_rank(values: list[float], weights: list[float], k: int, attained: float,
-                     done_w: list[float], after: list[float]) -> float:
-    """`_tail_rank` of the samples from ``k`` on, with the same operations in the same order.
-
-    numpy's cumulative sums add one element after another, and every other
-    step is one IEEE operation per element, so Python floats give the same bits.
+    With the tail's samples x_j and weights w_j (j >= k), cumulative weight
+    D_j and total W, quantum Δ = x_j - a gives the ratio
+    (sum_{i<=j} w_i (x_i - a) + (W - D_j)(x_j - a)) / D_j, which is
+    c_j + (x_k - a) * W / D_j: a line in the distance to the next sample,
+    with c_j, the ratio at x_k, at least 0. The rank is their lower envelope
+    (the convex-hull trick), kept as its lines and the points where one gives
+    way to the next; every term is positive, so it is within a few roundings
+    of the definition. At the stretch's start (0 for a job not yet run) it is
+    worked out by the definition itself, bit for bit.
     """
-    rest = list(map(sub, values[k:], repeat(attained)))
-    served = accumulate(map(mul, weights[k:], rest))
-    # (served + after * rest) / done_w, element by element, iterated in C.
-    ratios: Iterator[float] = map(truediv, map(add, served, map(mul, after, rest)), done_w)
-    return min(ratios)
+
+    __slots__ = ("_at_start", "_breaks", "_done", "_intercepts", "_slopes", "_values", "_weights",
+                 "end", "start")
+
+    def __init__(self, values: list[float], weights: list[float], k: int) -> None:
+        self.start = values[k - 1] if k else 0.0
+        self.end = values[k]
+        self._values, self._weights = values[k:], weights[k:]
+        self._done = list(accumulate(self._weights))  # as numpy's cumsum: one addition after another
+        self._at_start: float | None = None  # each worked out when first asked: a job not yet
+        self._breaks: list[float] | None = None  # run asks only the first, a running one the rest
+        self._intercepts: list[float] = []
+        self._slopes: list[float] = []
+
+    def _build_envelope(self) -> list[float]:
+        """The lines of the lower envelope, steepest first, and where each gives way to the next."""
+        done = self._done
+        total = done[-1]
+        hull_c: list[float] = []
+        hull_s: list[float] = []
+        for c, d in zip(_ratios(self._values, self._weights, done, self.end), done):
+            slope = total / d
+            if hull_s and slope >= hull_s[-1]:  # as steep (equal cumulative weight): keep the lower
+                if c >= hull_c[-1]:
+                    continue
+                hull_c.pop()
+                hull_s.pop()
+            while len(hull_c) >= 2 and (_crossing(hull_c[-2], hull_s[-2], c, slope)
+                                        <= _crossing(hull_c[-2], hull_s[-2], hull_c[-1], hull_s[-1])):
+                hull_c.pop()
+                hull_s.pop()
+            hull_c.append(c)
+            hull_s.append(slope)
+        self._intercepts, self._slopes = hull_c, hull_s
+        self._breaks = [_crossing(hull_c[i], hull_s[i], hull_c[i + 1], hull_s[i + 1])
+                        for i in range(len(hull_c) - 1)]
+        return self._breaks
+
+    def rank(self, attained: float) -> float:
+        """The rank at ``attained`` (within this stretch)."""
+        if attained == self.start:
+            if self._at_start is None:
+                self._at_start = min(_ratios(self._values, self._weights, self._done, self.start))
+            return self._at_start
+        breaks = self._breaks
+        if breaks is None:
+            breaks = self._build_envelope()
+        to_go = self.end - attained
+        i = bisect_right(breaks, to_go)
+        return self._intercepts[i] + self._slopes[i] * to_go
+
+
+def _ratios(values: list[float], weights: list[float], done: list[float], attained: float) -> list[float]:
+    """Expected service over finishing weight, per quantum x_j - a: the Gittins rank's candidates."""
+    rest = [value - attained for value in values]
+    total = done[-1]
+    served = accumulate(map(mul, weights, rest))
+    return [(s + (total - d) * r) / d for s, d, r in zip(served, done, rest)]
+
+
+def _crossing(c1: float, s1: float, c2: float, s2: float) -> float:
+    """Where lines c1 + s1 y and c2 + s2 y meet (s1 > s2)."""
+    return (c2 - c1) / (s1 - s2)
