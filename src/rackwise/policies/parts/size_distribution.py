@@ -128,26 +128,33 @@ class _Envelope:
     worked out by the definition itself, bit for bit.
     """
 
-    __slots__ = ("_at_start", "_breaks", "_done", "_intercepts", "_slopes", "_values", "_weights",
-                 "end", "start")
+    __slots__ = ("_at_start", "_breaks", "_intercepts", "_k", "_slopes", "_values", "_weights", "end", "start")
 
     def __init__(self, values: list[float], weights: list[float], k: int) -> None:
         self.start = values[k - 1] if k else 0.0
         self.end = values[k]
-        self._values, self._weights = values[k:], weights[k:]
-        self._done = list(accumulate(self._weights))  # as numpy's cumsum: one addition after another
+        self._values, self._weights, self._k = values, weights, k  # the distribution's own lists
         self._at_start: float | None = None  # each worked out when first asked: a job not yet
         self._breaks: list[float] | None = None  # run asks only the first, a running one the rest
         self._intercepts: list[float] = []
         self._slopes: list[float] = []
 
+    def _ratios(self, attained: float) -> tuple[list[float], list[float]]:
+        """Per quantum x_j - a: expected service over finishing weight (the rank's candidates), and D_j."""
+        values, weights = self._values[self._k:], self._weights[self._k:]
+        done = list(accumulate(weights))  # as numpy's cumsum: one addition after another
+        rest = [value - attained for value in values]
+        total = done[-1]
+        served = accumulate(map(mul, weights, rest))
+        return [(s + (total - d) * r) / d for s, d, r in zip(served, done, rest)], done
+
     def _build_envelope(self) -> list[float]:
         """The lines of the lower envelope, steepest first, and where each gives way to the next."""
-        done = self._done
+        intercepts, done = self._ratios(self.end)
         total = done[-1]
         hull_c: list[float] = []
         hull_s: list[float] = []
-        for c, d in zip(_ratios(self._values, self._weights, done, self.end), done):
+        for c, d in zip(intercepts, done):
             slope = total / d
             if hull_s and slope >= hull_s[-1]:  # as steep (equal cumulative weight): keep the lower
                 if c >= hull_c[-1]:
@@ -169,7 +176,7 @@ class _Envelope:
         """The rank at ``attained`` (within this stretch)."""
         if attained == self.start:
             if self._at_start is None:
-                self._at_start = min(_ratios(self._values, self._weights, self._done, self.start))
+                self._at_start = min(self._ratios(self.start)[0])
             return self._at_start
         breaks = self._breaks
         if breaks is None:
@@ -177,14 +184,6 @@ class _Envelope:
         to_go = self.end - attained
         i = bisect_right(breaks, to_go)
         return self._intercepts[i] + self._slopes[i] * to_go
-
-
-def _ratios(values: list[float], weights: list[float], done: list[float], attained: float) -> list[float]:
-    """Expected service over finishing weight, per quantum x_j - a: the Gittins rank's candidates."""
-    rest = [value - attained for value in values]
-    total = done[-1]
-    served = accumulate(map(mul, weights, rest))
-    return [(s + (total - d) * r) / d for s, d, r in zip(served, done, rest)]
 
 
 def _crossing(c1: float, s1: float, c2: float, s2: float) -> float:
