@@ -167,3 +167,57 @@ def test_a_job_slurm_may_have_finished_is_not_requeued(state: str, started_s: fl
         assert (outcome.ok, outcome.detail) == (False, refused)
     else:
         assert backend._ending(backend._current["a"], snapshot.now) == ""
+
+
+class RecordingCli(ListingCli):
+    """A `ListingCli` that keeps every command it is asked to run, and runs none."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.commands: list[list[str]] = []
+
+    def run(self, argv, *, stdin=None) -> str:  # type: ignore[no-untyped-def, override]
+        self.commands.append(list(argv))
+        return ""
+
+
+@pytest.mark.parametrize("comment_kept", ["last", "first"])
+@pytest.mark.parametrize(("restart_after_s", "begin"), [(0.5, "StartTime=now+2"), (3.0, "StartTime=now")])
+def test_a_restarted_driver_keeps_the_relaunch_gap_after_a_requeue(restart_after_s: float, begin: str,
+                                                                   comment_kept: str) -> None:
+    """Slurm fails a job launched again within a moment of its requeue ("Job credential
+    revoked"); a driver started just after another one requeued a job must wait too, even
+    when the other was killed before it could record the requeue's progress ("first": only
+    the comment written before the requeue reached Slurm)."""
+    from rackwise.backends.slurm import RELAUNCH_GAP_S, SlurmBackend
+    from rackwise.cluster.topology import uniform_cluster
+    from rackwise.policies.base import Decisions, Start
+
+    assert RELAUNCH_GAP_S == 2.0  # the figures below are worked out for it
+    cli = RecordingCli()
+    tags = {"job": "a", "gpus": 2, "submit_s": 0.0, "duration_s": 3_600.0, "t0": 0.0, "scale": 1.0,
+            "run_s": 0.0, "rc": 0, "first_s": 9_000.0, "started_s": 9_000.0}
+    cli.raw_jobs = [{"job_id": 7, "job_state": "RUNNING", "comment": encode_tags(tags), "priority": 1,
+                     "restart_cnt": 0, "nodes": "n1", "gres_detail": ["gpu:2(IDX:0-1)"],
+                     "job_resources": {"allocated_nodes": [{"nodename": "n1"}]}}]
+    cli.raw_nodes = [{"name": "n1", "state": "mixed", "gres_used": "gpu:2(IDX:0-1)"}]
+    first = SlurmBackend(cli=cli, topology=uniform_cluster(1, gpus_per_node=4), node_names=("n1",),
+                         t0=0.0, time_scale=1.0, clock=lambda: 10_000.0)
+    [outcome] = first.apply(Decisions(preempt=("a",)), first.observe())
+    assert outcome.ok
+    first_comment, *_, last_comment = [arg for command in cli.commands for arg in command
+                                       if arg.startswith("Comment=")]
+    comment = last_comment if comment_kept == "last" else first_comment
+    # What Slurm now holds: the job requeued and held, with the comment the driver wrote.
+    cli.raw_jobs = [{"job_id": 7, "job_state": "PENDING", "comment": comment.removeprefix("Comment="),
+                     "priority": 0, "restart_cnt": 1, "state_reason": "JobHeldUser"}]
+    cli.raw_nodes = [{"name": "n1", "state": "idle", "gres_used": "gpu:0"}]
+    cli.commands.clear()
+    second = SlurmBackend(cli=cli, topology=uniform_cluster(1, gpus_per_node=4), node_names=("n1",),
+                          t0=0.0, time_scale=1.0, clock=lambda: 10_000.0 + restart_after_s)
+    snapshot = second.observe()
+    assert list(snapshot.view.pending) == ["a"]
+    [outcome] = second.apply(Decisions(start=(Start("a", (0, 1)),)), snapshot)
+    assert outcome.ok
+    [update] = [command for command in cli.commands if command[:2] == ["scontrol", "update"]]
+    assert begin in update

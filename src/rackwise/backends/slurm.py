@@ -597,10 +597,15 @@ class SlurmBackend:
                 self.cli.run(["scontrol", "hold", str(m.slurm_id)])
                 self._set_tags(m, queued_s=now)
             else:
+                # Tagged before the requeue too: a driver killed between the two still leaves
+                # a restarted one the time it must wait (`_start`).
+                self._set_tags(m, requeued_wall=self._clock())
                 self.cli.run(["scontrol", "requeuehold", str(m.slurm_id)])
-                self._requeued[m.slurm_id] = self._clock()
+                requeued_wall = self._clock()
+                self._requeued[m.slurm_id] = requeued_wall
                 elapsed = max(0.0, now - m.state.run_start) if m.state is not None else 0.0
-                self._set_tags(m, run_s=float_tag(m.tags, "run_s", 0.0) + elapsed, queued_s=now)
+                self._set_tags(m, run_s=float_tag(m.tags, "run_s", 0.0) + elapsed, queued_s=now,
+                               requeued_wall=requeued_wall)
                 m.restart_cnt += 1
         except SlurmCommandError as exc:
             return Outcome("preempt", job_id, False, str(exc))
@@ -640,9 +645,12 @@ class SlurmBackend:
         comment = encode_tags({"job": job_id, **tags})
         # A job launched again within the second its last run was requeued is refused by the
         # nodes ("Job credential revoked") and Slurm fails it: it may begin a moment later.
+        # The requeue time is kept in the job's tags, which outlive a restart of this driver,
+        # and in memory, which outlives a failed tag update.
         begin = "now"
-        if m.slurm_id in self._requeued:
-            wait_s = math.ceil(self._requeued[m.slurm_id] + RELAUNCH_GAP_S - self._clock())
+        requeued_wall = max(self._requeued.get(m.slurm_id, -INF), float_tag(m.tags, "requeued_wall", -INF))
+        if requeued_wall > -INF:
+            wait_s = math.ceil(requeued_wall + RELAUNCH_GAP_S - self._clock())
             begin = f"now+{wait_s}" if wait_s > 0 else begin
         try:
             self.cli.run(["scontrol", "update", f"JobId={m.slurm_id}", f"NumNodes={len(hosts)}",
