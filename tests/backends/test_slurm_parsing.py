@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -176,7 +177,7 @@ class RecordingCli(ListingCli):
         super().__init__()
         self.commands: list[list[str]] = []
 
-    def run(self, argv, *, stdin=None) -> str:  # type: ignore[no-untyped-def, override]
+    def run(self, argv: Sequence[str], *, stdin: str | None = None) -> str:
         self.commands.append(list(argv))
         return ""
 
