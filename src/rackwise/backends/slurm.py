@@ -126,7 +126,6 @@ class SlurmBackend:
         self._run_start: dict[tuple[int, int], float] = {}
         self._released: dict[int, float] = {}
         self._intended: dict[int, tuple[int, ...]] = {}
-        self._requeued: dict[int, float] = {}  # wall time of a job's last requeue by rackwise
         self._unaccounted: dict[str, int] = {}  # node -> GPUs Slurm counted used, no job held
         self._warned_unaccounted: set[str] = set()
         self._records: dict[str, JobRecord] = {}
@@ -597,15 +596,13 @@ class SlurmBackend:
                 self.cli.run(["scontrol", "hold", str(m.slurm_id)])
                 self._set_tags(m, queued_s=now)
             else:
-                # Tagged before the requeue too: a driver killed between the two still leaves
-                # a restarted one the time it must wait (`_start`).
+                # The requeue's time is tagged before it too: a driver killed between the two
+                # still leaves a restarted one the time it must wait (`_start`).
                 self._set_tags(m, requeued_wall=self._clock())
                 self.cli.run(["scontrol", "requeuehold", str(m.slurm_id)])
-                requeued_wall = self._clock()
-                self._requeued[m.slurm_id] = requeued_wall
                 elapsed = max(0.0, now - m.state.run_start) if m.state is not None else 0.0
                 self._set_tags(m, run_s=float_tag(m.tags, "run_s", 0.0) + elapsed, queued_s=now,
-                               requeued_wall=requeued_wall)
+                               requeued_wall=self._clock())
                 m.restart_cnt += 1
         except SlurmCommandError as exc:
             return Outcome("preempt", job_id, False, str(exc))
@@ -645,12 +642,10 @@ class SlurmBackend:
         comment = encode_tags({"job": job_id, **tags})
         # A job launched again within the second its last run was requeued is refused by the
         # nodes ("Job credential revoked") and Slurm fails it: it may begin a moment later.
-        # The requeue time is kept in the job's tags, which outlive a restart of this driver,
-        # and in memory, which outlives a failed tag update.
+        # The requeue's time is in the job's tags, so a restarted driver waits as long.
         begin = "now"
-        requeued_wall = max(self._requeued.get(m.slurm_id, -INF), float_tag(m.tags, "requeued_wall", -INF))
-        if requeued_wall > -INF:
-            wait_s = math.ceil(requeued_wall + RELAUNCH_GAP_S - self._clock())
+        if "requeued_wall" in m.tags:
+            wait_s = math.ceil(float_tag(m.tags, "requeued_wall", 0.0) + RELAUNCH_GAP_S - self._clock())
             begin = f"now+{wait_s}" if wait_s > 0 else begin
         try:
             self.cli.run(["scontrol", "update", f"JobId={m.slurm_id}", f"NumNodes={len(hosts)}",
