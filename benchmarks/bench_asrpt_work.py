@@ -1,0 +1,211 @@
+"""Where A-SRPT's per-event work goes, counted: what a cheaper decision could skip.
+
+Runs ``asrpt`` (its defaults: survival predictions, Gittins rank) on the
+first N jobs of philly_2017 on 512 GPUs, ideal performance model, seed 0,
+with counters wrapped around its internals, and prints:
+
+* decisions that rank the running jobs, and running jobs ranked per decision;
+* the share of those rankings whose key is below the best waiting job's key
+  (such a job is kept whatever its exact rank: no decision needs its rank);
+* the share an exact bound could skip: the job's key when last ranked is an
+  upper bound while its class's distribution is unchanged and its attained
+  service stays in the same stretch between two samples (the Gittins rank
+  falls there), so it could go unranked while that bound, plus 1e-9, is below
+  the best waiting key;
+* class distributions worked out again (Kaplan-Meier), by what made the
+  last one stale (a job of the class arriving or finishing), and the rank
+  envelopes built (`parts.size_distribution`) with their lines.
+
+Two variants that are not rackwise's, each changing decisions, measure what
+fewer class distributions would save:
+
+* ``--km-on-finish``: a class's distribution goes stale only when one of
+  its jobs finishes, not when one arrives (an arrival adds a lower bound of
+  0, which alone leaves the estimate as it was, but the window also drops
+  its oldest job and the running jobs' lower bounds are read again);
+* ``--refresh-s S``: a stale distribution is worked out again only once S
+  seconds have passed since it last was (or when the class has none).
+
+``records_sha256`` is the same hash as ``bench_policies.py speed``'s: the
+counters change no decision. CPU seconds include the counters' own cost.
+
+    python benchmarks/bench_asrpt_work.py [--first-n 10000] [--no-counters] [--km-on-finish | --refresh-s 300]
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import hashlib
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
+
+from provenance import provenance
+
+from rackwise import traces
+from rackwise.cluster.topology import uniform_cluster
+from rackwise.engine.contract import Decisions
+from rackwise.engine.view import ClusterView
+from rackwise.policies.asrpt import Asrpt
+from rackwise.policies.parts import class_sizes, predicted_srpt, size_distribution
+from rackwise.policies.parts.size_distribution import SizeDistribution
+from rackwise.run import make_perf
+from rackwise.sim.engine import Simulator
+from rackwise.workload.state import JobState, Status
+
+MARGIN = 1e-9  # far above the few roundings by which a rank may miss its definition
+
+
+def _count(counts: Counter[str]) -> None:
+    """Wrap the methods whose calls are counted (the counts go to ``counts``)."""
+    stale_because: dict[Hashable, str] = {}
+    bounds: dict[str, tuple[float, object, float, float]] = {}  # key, distribution, attained, stretch end
+    best_waiting: list[float] = [float("inf")]
+
+    arrive, finish = class_sizes.ClassSizes.arrive, class_sizes.ClassSizes.finish
+    distribution, build = class_sizes.ClassSizes.distribution, size_distribution._Envelope._build_envelope
+    ranked, kaplan_meier = predicted_srpt.PredictedSrpt._ranked, class_sizes.kaplan_meier
+    asking: list[Hashable] = [None]
+
+    def counted_arrive(self: class_sizes.ClassSizes, job_id: str, job_class: Hashable) -> None:
+        if job_class in self._cached:
+            stale_because[job_class] = "an arrival"
+        arrive(self, job_id, job_class)
+
+    def counted_finish(self: class_sizes.ClassSizes, job_id: str, job_class: Hashable, size: float) -> None:
+        if job_class in self._cached and job_id in self._members.get(job_class, ()):
+            stale_because[job_class] = "a finish"
+        finish(self, job_id, job_class, size)
+
+    def counted_distribution(self: class_sizes.ClassSizes, job_class: Hashable,
+                             attained: Callable[[str], float]) -> SizeDistribution | None:
+        asking[0] = job_class
+        return distribution(self, job_class, attained)
+
+    def counted_kaplan_meier(*args: Any, **kwargs: Any) -> SizeDistribution | None:
+        counts["distributions worked out, after " + stale_because.pop(asking[0], "none before")] += 1
+        return kaplan_meier(*args, **kwargs)
+
+    def counted_build(self: size_distribution._Envelope) -> list[float]:
+        counts["envelopes built"] += 1
+        counts["envelope lines read"] += len(self._values) - self._k
+        return build(self)
+
+    def counted_ranked(self: predicted_srpt.PredictedSrpt, items: Iterable[tuple[str, JobState]],
+                       now: float) -> list[tuple[predicted_srpt.Key, JobState]]:
+        out = ranked(self, items, now)
+        if not out or out[0][1].status is not Status.RUNNING:
+            best_waiting[0] = out[0][0][0] if out else float("inf")  # `_schedule` ranks the waiting first
+            return out
+        counts["decisions ranking running jobs"] += 1
+        for key, state in out:
+            counts["running jobs ranked"] += 1
+            counts["below the best waiting key"] += key[0] < best_waiting[0]
+            attained, dist, _ = self._rank_cache[state.job_id]
+            bound = bounds.get(state.job_id)
+            if (bound is not None and bound[1] is dist and bound[2] <= attained < bound[3]
+                    and bound[0] * (1 + MARGIN) < best_waiting[0]):
+                counts["skippable by an exact bound"] += 1
+                continue
+            values = dist.values
+            k = bisect.bisect_right(values, attained)
+            end = float(values[k]) if k < len(values) else attained  # past the last sample the rank grows
+            bounds[state.job_id] = (key[0], dist, attained, end)
+        return out
+
+    class_sizes.ClassSizes.arrive = counted_arrive  # type: ignore[method-assign]
+    class_sizes.ClassSizes.finish = counted_finish  # type: ignore[method-assign]
+    class_sizes.ClassSizes.distribution = counted_distribution  # type: ignore[method-assign]
+    class_sizes.kaplan_meier = counted_kaplan_meier
+    size_distribution._Envelope._build_envelope = counted_build  # type: ignore[method-assign]
+    predicted_srpt.PredictedSrpt._ranked = counted_ranked  # type: ignore[method-assign]
+
+
+def _stale_on_finish_only() -> None:
+    """The variant: an arrival joins its class's window without making its distribution stale."""
+    def arrive(self: class_sizes.ClassSizes, job_id: str, job_class: Hashable) -> None:
+        members = self._members.setdefault(job_class, deque())
+        members.append(job_id)
+        if len(members) > self._window:
+            self._sizes.pop(members.popleft(), None)
+
+    class_sizes.ClassSizes.arrive = arrive  # type: ignore[method-assign]
+
+
+def _refresh_every(refresh_s: float) -> None:
+    """The variant: a stale distribution is kept until ``refresh_s`` after it was worked out."""
+    stale: set[Hashable] = set()
+    worked_out_at: dict[Hashable, float] = {}
+    clock = [0.0]  # the decision's time
+    arrive, finish = class_sizes.ClassSizes.arrive, class_sizes.ClassSizes.finish
+    distribution, schedule = class_sizes.ClassSizes.distribution, predicted_srpt.PredictedSrpt.schedule
+
+    def keeping(change: Callable[..., None]) -> Callable[..., None]:
+        def changed(self: class_sizes.ClassSizes, job_id: str, job_class: Hashable, *size: float) -> None:
+            had = job_class in self._cached
+            kept = self._cached.get(job_class)
+            change(self, job_id, job_class, *size)
+            if had and job_class not in self._cached:
+                self._cached[job_class] = kept
+                stale.add(job_class)
+        return changed
+
+    def refreshed(self: class_sizes.ClassSizes, job_class: Hashable,
+                  attained: Callable[[str], float]) -> SizeDistribution | None:
+        if job_class in stale and (self._cached[job_class] is None
+                                   or clock[0] - worked_out_at[job_class] >= refresh_s):
+            del self._cached[job_class]
+            stale.discard(job_class)
+        if job_class not in self._cached:
+            worked_out_at[job_class] = clock[0]
+        return distribution(self, job_class, attained)
+
+    def timed(self: predicted_srpt.PredictedSrpt, view: ClusterView, at: float) -> Decisions:
+        clock[0] = at
+        return schedule(self, view, at)
+
+    class_sizes.ClassSizes.arrive = keeping(arrive)  # type: ignore[method-assign]
+    class_sizes.ClassSizes.finish = keeping(finish)  # type: ignore[method-assign]
+    class_sizes.ClassSizes.distribution = refreshed  # type: ignore[method-assign]
+    predicted_srpt.PredictedSrpt.schedule = timed  # type: ignore[method-assign, assignment]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--first-n", type=int, default=10_000)
+    parser.add_argument("--km-on-finish", action="store_true",
+                        help="the variant whose class distributions go stale only on finishes")
+    parser.add_argument("--refresh-s", type=float, default=None,
+                        help="the variant whose stale class distributions wait this long")
+    parser.add_argument("--no-counters", action="store_true", help="time the run alone")
+    args = parser.parse_args()
+    counts: Counter[str] = Counter()
+    if args.km_on_finish:
+        _stale_on_finish_only()
+    if args.refresh_s is not None:
+        _refresh_every(args.refresh_s)
+    if not args.no_counters:
+        _count(counts)
+    topology = uniform_cluster(64, 8, 8)
+    jobs = traces.load("philly_2017", first_n=args.first_n).drop_oversized(topology.n_gpus)
+    print(provenance())
+    started = time.process_time()  # as `bench_policies.py speed` builds its run
+    result = Simulator(topology, jobs, Asrpt(), perf=make_perf("ideal", {}), seed=0).run()
+    cpu_s = time.process_time() - started
+    digest = hashlib.sha256(repr(result.records).encode()).hexdigest()[:16]
+    avg_jct_h = sum(r.jct_s for r in result.records) / len(result.records) / 3600
+    print(f"jobs {len(result.records)}, steps {result.n_steps}, CPU s {cpu_s:.2f}, "
+          f"avg JCT h {avg_jct_h:.3f}, records_sha256 {digest}")
+    ranked = counts["running jobs ranked"]
+    for name, value in counts.items():
+        share = f" ({100 * value / ranked:.1f}% of running jobs ranked)" if name in (
+            "below the best waiting key", "skippable by an exact bound") and ranked else ""
+        print(f"{name}: {value}{share}")
+    if counts["decisions ranking running jobs"]:
+        print(f"running jobs per decision: {ranked / counts['decisions ranking running jobs']:.1f}")
+
+
+if __name__ == "__main__":
+    main()
