@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from policies.delay_helpers import HIGH, LOW, Run, SpanPerf, job
 from rackwise.cluster.topology import uniform_cluster
@@ -110,6 +111,39 @@ def test_every_job_finishes_and_strict_never_spreads_a_job_that_fits_a_node(draw
                     # the placement it finished on is its only one: no preemption here
                     assert run.records[j.job_id].n_nodes == 1
                     assert all(placement_level(topology, g) == 0 for _, g in run.placements[j.job_id])
+
+
+def test_a_timer_that_runs_out_on_a_full_cluster_still_relaxes_the_job() -> None:
+    """Two one-node racks, full from t=0; J (3 GPUs) waits from t=1. Its timers run out at 31
+    and 61 while nothing is free, so once y and z end, with 1 + 2 GPUs free on the two nodes, it is
+    already allowed to span racks and starts at once."""
+    racks = uniform_cluster(2, gpus_per_node=4, nodes_per_rack=1)
+    jobs = [job("x", 0.0, 3, 2000), job("y", 0.1, 1, 500), job("z", 0.2, 2, 500),
+            job("w", 0.3, 2, 2000), job("J", 1.0, 3, 100)]
+    run = Run(racks, jobs, PhillyRelax(timeout_s=30.0))
+    assert run.start("J") == (500.2, (4, 5, 3))  # when z, the later of y and z, ends
+
+
+_CONTENDED = st.lists(st.tuples(st.integers(0, 300), st.sampled_from([1, 2, 3, 4, 6, 8]),
+                                 st.integers(20, 3000)), min_size=2, max_size=30)
+
+
+@settings(max_examples=80, deadline=None)
+@given(_CONTENDED)
+def test_relaxing_from_the_timers_heap_decides_as_walking_the_queue(drawn) -> None:
+    """Once a pass runs out of GPUs, philly-relax reads the jobs whose timers ran out from its
+    heap instead of walking the rest of the queue: every start, placement and finish is the same."""
+    from unittest import mock
+
+    topology = uniform_cluster(4, gpus_per_node=4, nodes_per_rack=2)
+    jobs = [job(f"j{i}", submit, n_gpus, duration) for i, (submit, n_gpus, duration) in enumerate(drawn)]
+    for policy in (PhillyRelax(timeout_s=30.0), PhillyRelax(timeout_s=0.0),
+                   PhillyRelax(timeout_s=45.0, reserve_after_s=60.0)):
+        fast = Run(topology, jobs, replace(policy))
+        with mock.patch.object(DelayScheduling, "_expired_from_heap", return_value=False):
+            walked = Run(topology, jobs, replace(policy))
+        assert fast.records == walked.records
+        assert fast.placements == walked.placements
 
 
 def test_a_waiting_job_the_cluster_drops_leaves_the_queue() -> None:

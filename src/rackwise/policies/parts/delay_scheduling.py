@@ -307,9 +307,12 @@ class DelayScheduling:
         restarts: list[Start] = []
         started: list[str] = []  # leave the queue once the pass has read it
         earliest: float | None = None
+        only_timers = self._expired_from_heap()
         for job_id in self._ordered(view, now):
             wait = waits[job_id]
             if free.n_free == 0:  # only a job whose timer runs out now can do anything
+                if only_timers:
+                    break  # and nothing gives GPUs back: `_relax_expired` finds those jobs
                 if earliest is None:
                     earliest = self._earliest_deadline()
                 if earliest > now:
@@ -354,6 +357,8 @@ class DelayScheduling:
                 self._hold(free, wait, n_gpus)
         for job_id in started:
             self._dequeue(job_id)
+        if only_timers and free.n_free == 0:
+            self._relax_expired(pending, now)
         starts.extend(restarts)
         wake_at = self._earliest_deadline()
         if tuner is not None:
@@ -366,6 +371,38 @@ class DelayScheduling:
                 wake_at = min(wake_at, epoch_at)
         return Decisions(start=tuple(starts), preempt=tuple(victims),
                          wake_at=wake_at if wake_at < math.inf else None)
+
+    def _expired_from_heap(self) -> bool:
+        """Whether a pass that runs out of GPUs may read the jobs whose timers ran out from the
+        timers' heap rather than walk the rest of the queue: nothing then gives GPUs back (no
+        evictions), no tuner counts the relaxations in order, and the order is FIFO."""
+        return self._evict is None and self._tuner is None and self._params.ordering == "fifo"
+
+    def _relax_expired(self, pending: Mapping[str, JobState], now: float) -> None:
+        """Relax every waiting job whose timer has run out, once no GPU is left in the pass.
+
+        What the pass would do for them: no job can start and, without
+        evictions, none gives GPUs back, so each such job relaxes until it
+        reaches L2 or a timer that has not run out. Read from the timers'
+        heap in FIFO order, not by walking the whole queue.
+        """
+        heap, waits, keys = self._deadlines, self._waits, self._fifo_key
+        expired: set[str] = set()
+        while heap and heap[0][0] <= now:
+            deadline, job_id = heapq.heappop(heap)
+            wait = waits.get(job_id)
+            if wait is not None and wait.allowed < L2 and wait.since + self._limit(wait) == deadline:
+                if job_id in pending:
+                    expired.add(job_id)
+                else:  # it left the queue unannounced: `_new_waits` looks at every wait next time
+                    self._stale = True
+        for job_id in sorted(expired, key=keys.__getitem__):
+            wait = waits[job_id]
+            while wait.allowed < L2 and now >= wait.since + self._limit(wait):
+                wait.allowed += 1
+                wait.since = now
+                wait.reserved = None
+            self._push_deadline(job_id, wait)
 
     def _hold(self, free: TentativeAllocation, wait: WaitState, n_gpus: int) -> None:
         """Keep the job's reserved node or rack away from the jobs behind it in this pass."""
