@@ -9,6 +9,7 @@ at t=1 and every expected time is shifted by 1 s.
 from __future__ import annotations
 
 from dataclasses import replace
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
@@ -133,8 +134,6 @@ _CONTENDED = st.lists(st.tuples(st.integers(0, 300), st.sampled_from([1, 2, 3, 4
 def test_relaxing_from_the_timers_heap_decides_as_walking_the_queue(drawn) -> None:
     """Once a pass runs out of GPUs, philly-relax reads the jobs whose timers ran out from its
     heap instead of walking the rest of the queue: every start, placement and finish is the same."""
-    from unittest import mock
-
     topology = uniform_cluster(4, gpus_per_node=4, nodes_per_rack=2)
     jobs = [job(f"j{i}", submit, n_gpus, duration) for i, (submit, n_gpus, duration) in enumerate(drawn)]
     for policy in (PhillyRelax(timeout_s=30.0), PhillyRelax(timeout_s=0.0),

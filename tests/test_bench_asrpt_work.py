@@ -1,0 +1,48 @@
+"""benchmarks/bench_asrpt_work.py: its counters count without changing a decision."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+import sys
+
+from tests.benchmark_scripts import BENCHMARKS
+
+SCRIPT = BENCHMARKS / "bench_asrpt_work.py"
+FIRST_N = 300
+
+
+def _run(*args: str) -> str:
+    done = subprocess.run([sys.executable, str(SCRIPT), "--first-n", str(FIRST_N), *args],
+                          capture_output=True, text=True, check=True, cwd=BENCHMARKS)
+    return done.stdout
+
+
+def _asrpt_records_sha256() -> str:
+    """The records hash of the first jobs of philly_2017 under asrpt, built without the script."""
+    from rackwise import traces
+    from rackwise.cluster.topology import uniform_cluster
+    from rackwise.perf.base import IdealPerf
+    from rackwise.policies.asrpt import Asrpt
+    from rackwise.sim.engine import Simulator
+
+    topology = uniform_cluster(64, 8, 8)
+    jobs = traces.load("philly_2017", first_n=FIRST_N).drop_oversized(topology.n_gpus)
+    records = Simulator(topology, jobs, Asrpt(), perf=IdealPerf(), seed=0).run().records
+    return hashlib.sha256(repr(records).encode()).hexdigest()[:16]
+
+
+def test_the_counted_run_decides_as_asrpt_and_counts_its_running_jobs() -> None:
+    out = _run()
+    assert f"records_sha256 {_asrpt_records_sha256()}" in out
+    ranked = int(re.search(r"running jobs ranked: (\d+)", out).group(1))  # type: ignore[union-attr]
+    below = int(re.search(r"below the best waiting key: (\d+)", out).group(1))  # type: ignore[union-attr]
+    assert 0 < below <= ranked
+    assert re.search(r"distributions worked out, after a finish: [1-9]", out)
+
+
+def test_the_variants_change_what_is_worked_out_again() -> None:
+    plain = int(re.search(r"envelopes built: (\d+)", _run()).group(1))  # type: ignore[union-attr]
+    refreshed = int(re.search(r"envelopes built: (\d+)", _run("--refresh-s", "3600")).group(1))  # type: ignore[union-attr]
+    assert refreshed < plain
