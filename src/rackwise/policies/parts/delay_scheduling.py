@@ -267,15 +267,17 @@ class DelayScheduling:
 
     def _earliest_deadline(self) -> float:
         """The next timer of any waiting job; drops entries of jobs that started or moved on."""
-        heap, waits = self._deadlines, self._waits
+        heap = self._deadlines
         while heap:
-            deadline, job_id = heap[0]
-            wait = waits.get(job_id)
-            if (wait is not None and wait.allowed < L2
-                    and wait.since + self._limit(wait) == deadline):
-                return deadline
+            if self._is_current(*heap[0]):
+                return heap[0][0]
             heapq.heappop(heap)
         return math.inf
+
+    def _is_current(self, deadline: float, job_id: str) -> bool:
+        """Whether a timers' heap entry is the job's timer now (not one it started or moved on from)."""
+        wait = self._waits.get(job_id)
+        return wait is not None and wait.allowed < L2 and wait.since + self._limit(wait) == deadline
 
     def schedule(self, view: ClusterView, now: float) -> Decisions:
         """One pass over the queue: start, relax, preempt (through ``evict``) and reserve."""
@@ -335,9 +337,7 @@ class DelayScheduling:
                         break
                 if tuner is not None:
                     tuner.note_relax(wait.cls, wait.allowed, n_gpus, now)
-                wait.allowed += 1
-                wait.since = now
-                wait.reserved = None
+                _relax(wait, now)
                 relaxed = True
                 gpus = place(n_gpus, wait.allowed)
             if gpus is not None:
@@ -386,22 +386,19 @@ class DelayScheduling:
         reaches L2 or a timer that has not run out. Read from the timers'
         heap in FIFO order, not by walking the whole queue.
         """
-        heap, waits, keys = self._deadlines, self._waits, self._fifo_key
+        heap = self._deadlines
         expired: set[str] = set()
         while heap and heap[0][0] <= now:
-            deadline, job_id = heapq.heappop(heap)
-            wait = waits.get(job_id)
-            if wait is not None and wait.allowed < L2 and wait.since + self._limit(wait) == deadline:
-                if job_id in pending:
-                    expired.add(job_id)
+            entry = heapq.heappop(heap)
+            if self._is_current(*entry):
+                if entry[1] in pending:
+                    expired.add(entry[1])
                 else:  # it left the queue unannounced: `_new_waits` looks at every wait next time
                     self._stale = True
-        for job_id in sorted(expired, key=keys.__getitem__):
-            wait = waits[job_id]
+        for job_id in sorted(expired, key=self._fifo_key.__getitem__):
+            wait = self._waits[job_id]
             while wait.allowed < L2 and now >= wait.since + self._limit(wait):
-                wait.allowed += 1
-                wait.since = now
-                wait.reserved = None
+                _relax(wait, now)
             self._push_deadline(job_id, wait)
 
     def _hold(self, free: TentativeAllocation, wait: WaitState, n_gpus: int) -> None:
@@ -414,3 +411,10 @@ class DelayScheduling:
             wait.reserved = min(fits, key=lambda d: (-domain_free(free, wait.target, d), d))
         held = [g for g in domain_gpu_ids(topology, wait.target, wait.reserved) if free.is_free(g)]
         free.take(held)
+
+
+def _relax(wait: WaitState, now: float) -> None:
+    """Allow the job one level wider from now on; its reservation, if any, goes."""
+    wait.allowed += 1
+    wait.since = now
+    wait.reserved = None
