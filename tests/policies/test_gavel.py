@@ -224,3 +224,42 @@ def test_a_job_arriving_after_a_solve_waits_for_the_next_one_on_an_idle_cluster(
             Job(job_id="B", submit_time=100.0, n_gpus=1, duration_s=50_000.0, total_iters=50_000.0)]
     result = simulate(uniform_cluster(1, 4, 1), jobs, Gavel(min_reset_interval_s=gate_s))
     assert {r.job_id: r.first_start for r in result.records} == {"A": 0.0, "B": start_s}
+
+
+@pytest.mark.parametrize("method", ["highs", "highs-ipm"])
+def test_solver_gives_linprogs_answers(method: str) -> None:
+    """`lp._solve` calls HiGHS as `linprog` does: the same optimum, and, where scipy
+    bundles the pinned HiGHS, the same X bit for bit (the records depend on it)."""
+    import highspy
+    from scipy import sparse
+    from scipy.optimize import linprog
+
+    try:  # scipy's own copy of HiGHS (a private module, so it may be absent)
+        from scipy.optimize._highspy import _core as scipy_highs
+    except ImportError:
+        scipy_highs = None
+    parts = ("MAJOR", "MINOR", "PATCH")
+    same_highs = all(getattr(scipy_highs, f"HIGHS_VERSION_{part}", None)
+                     == getattr(highspy._core, f"HIGHS_VERSION_{part}") for part in parts)
+    rng = np.random.default_rng(3)
+    for _ in range(20):  # max-min fairness programs of random sizes, as Gavel builds them
+        n_jobs, n_types = int(rng.integers(2, 40)), int(rng.integers(1, 4))
+        rates = rng.uniform(0.5, 3.0, (n_jobs, n_types)) * (rng.random((n_jobs, n_types)) < 0.8)
+        n_gpus = rng.choice([1.0, 2.0, 4.0, 8.0], n_jobs)
+        a_ub, b_ub, ub = lp._base(rates, n_gpus, rng.integers(4, 32, n_types).astype(float))
+        c = -rates.ravel()
+        x = lp._solve(c, sparse.csr_matrix(a_ub), b_ub, ub, method)
+        expected = linprog(c, A_ub=a_ub, b_ub=b_ub, bounds=np.column_stack([np.zeros_like(ub), ub]),
+                           method=method)
+        assert c @ x == pytest.approx(expected.fun, rel=1e-7, abs=1e-9)
+        assert np.all(a_ub @ x <= b_ub + 1e-7) and np.all((x >= -1e-9) & (x <= ub + 1e-9))
+        if same_highs:
+            assert np.array_equal(x, expected.x)
+
+
+def test_solver_reports_an_infeasible_program() -> None:
+    from scipy import sparse
+
+    with pytest.raises(lp.LPError, match="HiGHS: Infeasible"):
+        # x <= -1 with 0 <= x: no point satisfies both
+        lp._solve(np.array([1.0]), sparse.csr_matrix([[1.0]]), np.array([-1.0]), np.array([1.0]))
