@@ -117,10 +117,15 @@ def _base(rates: np.ndarray, n_gpus: np.ndarray, capacity: np.ndarray,
     """Base constraint rows (row sums, then capacity) and the upper bounds of X (then Y)."""
     sparse = _sparse()
     n_jobs, n_types = rates.shape
-    rows = sparse.kron(sparse.identity(n_jobs, format="csr"), np.ones((1, n_types)), format="csr")
-    cap = sparse.kron(n_gpus.reshape(1, -1).astype(float), sparse.identity(n_types, format="csr"),
-                      format="csr")
-    a_ub = sparse.vstack([rows, cap], format="csr")
+    n_x = n_jobs * n_types
+    # Built as CSR arrays: row m holds X[m, :] with 1s, row n_jobs + j holds X[:, j] with n_gpus.
+    by_type = np.arange(n_x, dtype=np.int32).reshape(n_jobs, n_types).T.ravel()
+    a_ub = sparse.csr_matrix(
+        (np.concatenate([np.ones(n_x), np.tile(n_gpus.astype(float), n_types)]),
+         np.concatenate([np.arange(n_x, dtype=np.int32), by_type]),
+         np.concatenate([np.arange(0, n_x + 1, n_types, dtype=np.int32),
+                         n_x + n_jobs * np.arange(1, n_types + 1, dtype=np.int32)])),
+        shape=(n_jobs + n_types, n_x))
     b_ub = np.concatenate([np.ones(n_jobs), capacity.astype(float)])
     ub = (rates > 0).astype(float).ravel()
     if pairs is not None and len(pairs):
@@ -130,36 +135,42 @@ def _base(rates: np.ndarray, n_gpus: np.ndarray, capacity: np.ndarray,
     return a_ub, b_ub, ub
 
 
-def _with_epigraph(coef: np.ndarray, active: np.ndarray, a_base: Any,
-                   pairs: Pairs | None = None) -> tuple[Any, Any]:
-    """Rows ``t - sum_j coef[m, j] X[m, j] <= 0`` for the active jobs, and the base rows widened.
+def _objective_rows(coef: np.ndarray, active: np.ndarray, n_cols: int, pairs: Pairs | None = None) -> Any:
+    """Rows ``-sum_j coef[m, j] X[m, j]`` for the active jobs, over ``n_cols`` columns (X, then Y).
 
     With ``pairs``, each member's row also counts its gain in every pair row.
     """
     sparse = _sparse()
     n_jobs, n_types = coef.shape
     idx = np.flatnonzero(active)
-    block = sparse.csr_matrix(
-        (-coef[idx].ravel(), (np.repeat(np.arange(len(idx)), n_types),
-                              (idx[:, None] * n_types + np.arange(n_types)).ravel())),
-        shape=(len(idx), n_jobs * n_types))
+    data = [-coef[idx].ravel()]
+    rows = [np.repeat(np.arange(len(idx)), n_types)]
+    columns = [(idx[:, None] * n_types + np.arange(n_types)).ravel()]
     if pairs is not None and len(pairs):
         row_of = np.full(n_jobs, -1)
         row_of[idx] = np.arange(len(idx))
-        cols = np.arange(len(pairs) * n_types).reshape(len(pairs), n_types)
-        data, rows, columns = [], [], []
+        cols = n_jobs * n_types + np.arange(len(pairs) * n_types).reshape(len(pairs), n_types)
         for side, gain in enumerate(pairs.gains(coef)):
             member_row = row_of[pairs.members[:, side]]
             keep = member_row >= 0
             data.append(-gain[keep].ravel())
             rows.append(np.repeat(member_row[keep], n_types))
             columns.append(cols[keep].ravel())
-        block = sparse.hstack([block, sparse.csr_matrix(
-            (np.concatenate(data), (np.concatenate(rows), np.concatenate(columns))),
-            shape=(len(idx), cols.size))], format="csr")
-    epi = sparse.hstack([block, np.ones((len(idx), 1))], format="csr")
-    base = sparse.hstack([a_base, sparse.csr_matrix((a_base.shape[0], 1))], format="csr")
-    return epi, base
+    block = sparse.csr_matrix((np.concatenate(data), (np.concatenate(rows), np.concatenate(columns))),
+                              shape=(len(idx), n_cols))
+    block.sort_indices()
+    return block
+
+
+def _with_column(a: Any, value: float) -> Any:
+    """``a`` with one more column, last, holding ``value`` in every row (0: no entries)."""
+    sparse = _sparse()
+    n_rows, n_cols = a.shape
+    if value == 0.0:
+        return sparse.csr_matrix((a.data, a.indices, a.indptr), shape=(n_rows, n_cols + 1))
+    ends = a.indptr[1:]
+    return sparse.csr_matrix((np.insert(a.data, ends, value), np.insert(a.indices, ends, n_cols),
+                              a.indptr + np.arange(n_rows + 1)), shape=(n_rows, n_cols + 1))
 
 
 def _level_lp(coef: np.ndarray, offset: np.ndarray | None, rates: np.ndarray, n_gpus: np.ndarray,
@@ -167,7 +178,7 @@ def _level_lp(coef: np.ndarray, offset: np.ndarray | None, rates: np.ndarray, n_
               ) -> tuple[np.ndarray, Any, Any, np.ndarray, np.ndarray, float]:
     """Maximise ``t = min_m (sum_j coef[m, j] X[m, j] - offset[m])`` over the active jobs.
 
-    Returns (flat X then Y, epigraph rows, base rows, base bounds, upper bounds, t).
+    Returns (flat X then Y, objective rows, base rows, base bounds, upper bounds, t).
     With ``for_level`` only t is wanted: HiGHS' interior-point method finds it
     several times faster than the simplex on large rounds (0.5 s against 4.8 s
     at 7,000 jobs), and the X it returns may be another optimum.
@@ -175,16 +186,17 @@ def _level_lp(coef: np.ndarray, offset: np.ndarray | None, rates: np.ndarray, n_
     sparse = _sparse()
     active = np.asarray((coef > 0).any(axis=1) & (rates > 0).any(axis=1))
     a_base, b_base, ub = _base(rates, n_gpus, capacity, pairs)
-    epi, base = _with_epigraph(coef, active, a_base, pairs)
-    a_ub = sparse.vstack([epi, base], format="csr")
+    objective = _objective_rows(coef, active, a_base.shape[1], pairs)
+    # Epigraph rows ``t - sum_j coef[m, j] X[m, j] <= -offset[m]``, then the base rows; t is last.
+    a_ub = sparse.vstack([_with_column(objective, 1.0), _with_column(a_base, 0.0)], format="csr")
     # The LP's t is the level plus ``shift`` so that X = 0, t = 0 is feasible (t is >= 0).
-    rhs = np.zeros(epi.shape[0]) if offset is None else -offset[active]
+    rhs = np.zeros(objective.shape[0]) if offset is None else -offset[active]
     shift = max(0.0, -float(rhs.min())) if len(rhs) else 0.0
     b_ub = np.concatenate([rhs + shift, b_base])
     c = np.zeros(len(ub) + 1)
     c[-1] = -1.0
     x = SOLVE(c, a_ub, b_ub, np.append(ub, np.inf), *(("highs-ipm",) if for_level else ()))
-    return x[:-1], epi, a_base, b_base, ub, float(x[-1]) - shift
+    return x[:-1], objective, a_base, b_base, ub, float(x[-1]) - shift
 
 
 def max_min(coef: np.ndarray, rates: np.ndarray, n_gpus: np.ndarray, capacity: np.ndarray, *,
@@ -209,14 +221,14 @@ def max_min_shared(coef: np.ndarray, rates: np.ndarray, n_gpus: np.ndarray, capa
     none = np.zeros((n_jobs, n_types)), np.zeros((n_pairs, n_types))
     if n_jobs == 0 or not ((coef > 0).any(axis=1) & (rates > 0).any(axis=1)).any():
         return none
-    x, epi, a_base, b_base, ub, level = _level_lp(coef, None, rates, n_gpus, capacity, pairs,
-                                                  for_level=second_stage)
+    x, objective, a_base, b_base, ub, level = _level_lp(coef, None, rates, n_gpus, capacity, pairs,
+                                                        for_level=second_stage)
     if second_stage and level <= 0:  # X is the answer after all: the simplex's, as without the level
         x, *_, level = _level_lp(coef, None, rates, n_gpus, capacity, pairs)
     elif second_stage:
         # Fix t at (just under) the optimum; maximise the total instead.
-        a_ub2 = sparse.vstack([epi[:, :-1], a_base], format="csr")
-        b_ub2 = np.concatenate([np.full(epi.shape[0], -level * (1.0 - tolerance)), b_base])
+        a_ub2 = sparse.vstack([objective, a_base], format="csr")
+        b_ub2 = np.concatenate([np.full(objective.shape[0], -level * (1.0 - tolerance)), b_base])
         total = coef.ravel()
         if n_pairs:
             gain_a, gain_b = pairs.gains(coef)  # type: ignore[union-attr]
