@@ -263,3 +263,21 @@ def test_solver_reports_an_infeasible_program() -> None:
     with pytest.raises(lp.LPError, match="HiGHS: Infeasible"):
         # x <= -1 with 0 <= x: no point satisfies both
         lp._solve(np.array([1.0]), sparse.csr_matrix([[1.0]]), np.array([-1.0]), np.array([1.0]))
+
+
+def test_constraint_rows_follow_their_definition() -> None:
+    """The CSR arrays `lp._base` and `lp._with_column` build equal the rows written out densely."""
+    rng = np.random.default_rng(5)
+    for n_jobs, n_types in [(1, 1), (3, 1), (5, 3), (7, 2)]:
+        rates = rng.uniform(0.5, 2.0, (n_jobs, n_types))
+        n_gpus = rng.choice([1.0, 2.0, 8.0], n_jobs)
+        a_ub, b_ub, _ = lp._base(rates, n_gpus, np.full(n_types, 16.0))
+        dense = np.zeros((n_jobs + n_types, n_jobs * n_types))
+        for m in range(n_jobs):
+            dense[m, m * n_types:(m + 1) * n_types] = 1.0  # sum_j X[m, j] <= 1
+            for j in range(n_types):
+                dense[n_jobs + j, m * n_types + j] = n_gpus[m]  # sum_m n_gpus[m] X[m, j] <= N[j]
+        assert np.array_equal(a_ub.toarray(), dense)
+        assert np.array_equal(b_ub, np.r_[np.ones(n_jobs), np.full(n_types, 16.0)])
+        assert np.array_equal(lp._with_column(a_ub, 0.0).toarray(), np.c_[dense, np.zeros(len(dense))])
+        assert np.array_equal(lp._with_column(a_ub, 1.0).toarray(), np.c_[dense, np.ones(len(dense))])

@@ -231,8 +231,7 @@ class Gavel(BasePolicy):
 
     def _account(self, view: ClusterView, now: float) -> None:
         """Add last round's run time to each job's counter on the type it ran on."""
-        for job_id in sorted(self.ran_on_):
-            type_index, mark, pair = self.ran_on_[job_id]
+        for job_id, (type_index, mark, pair) in self.ran_on_.items():  # each adds to its own counter
             state = view.running.get(job_id) or view.pending.get(job_id)
             if state is None:
                 continue
@@ -248,7 +247,7 @@ class Gavel(BasePolicy):
         n_types = rates.shape[1]
         if self.last_reset_ is not None:
             elapsed = now - self.last_reset_
-            for job_id in sorted(self.alloc_):
+            for job_id in self.alloc_:  # each updates its own deficit
                 if job_id in self.job_time_:
                     self.deficit_.setdefault(job_id, np.zeros(n_types))
                     self.deficit_[job_id] += (self.alloc_[job_id] * elapsed
@@ -347,7 +346,7 @@ class Gavel(BasePolicy):
                    runnable: np.ndarray, now: float) -> Decisions:
         types = self.rates_.types
         in_x = [i for i, s in enumerate(active) if s.job_id in self.alloc_]
-        free_count = self.rates_.capacity.astype(int).copy()
+        free_count = self.rates_.capacity.astype(int).tolist()
         chosen: dict[int, int] = {}  # index into active -> type index
         partner: dict[int, int] = {}  # index -> the index it shares GPUs with this round
         if in_x:
@@ -371,12 +370,15 @@ class Gavel(BasePolicy):
             prio = np.where(runs, prio, 0.0)
             if self.objective == "fifo":  # Gavel's FIFO runs no job of priority 0
                 runs = runs & (prio > 0)
+            needs = [active[members[0]].job.n_gpus for members in rows]
             for j in self._type_order(rates[in_x]):
+                runs_here = runs[:, j].tolist()
                 # lexsort: last key first; negated for descending; stable, so ties keep arrival order
-                for k in np.lexsort((-x[:, j], -deficit[:, j], -prio[:, j])):
-                    members = rows[k]
-                    need = active[members[0]].job.n_gpus
-                    if runs[k, j] and free_count[j] >= need and not any(m in chosen for m in members):
+                for k in np.lexsort((-x[:, j], -deficit[:, j], -prio[:, j])).tolist():
+                    if free_count[j] == 0:
+                        break  # no job fits on this type any more
+                    members, need = rows[k], needs[k]
+                    if runs_here[k] and free_count[j] >= need and not any(m in chosen for m in members):
                         for m in members:
                             chosen[m] = j
                         if len(members) == 2:
@@ -405,12 +407,12 @@ class Gavel(BasePolicy):
     def _place(self, view: ClusterView, active: list[JobState], chosen: dict[int, int],
                partner: dict[int, int], types: tuple[str, ...], runnable: np.ndarray) -> Decisions:
         free = view.tentative()
-        keep = self._kept(view, active, chosen, partner, types)
+        keep = self._kept(active, chosen, partner, self.rates_.type_of_gpu)
         preempt: list[str] = []
         for state in active:
             if state.status is Status.RUNNING and state.job_id not in keep:
                 # A pair's GPUs come free once, and not while one of it goes on.
-                if state.partner not in keep and state.partner not in preempt:
+                if state.partner is None or (state.partner not in keep and state.partner not in preempt):
                     free.give(state.gpu_ids)
                 preempt.append(state.job_id)
         wide = [int(i) for i in np.flatnonzero(~runnable) if i not in chosen] if self.span_types else []
@@ -455,8 +457,8 @@ class Gavel(BasePolicy):
         return Decisions(start=tuple(starts), preempt=tuple(preempt))
 
     @staticmethod
-    def _kept(view: ClusterView, active: list[JobState], chosen: dict[int, int],
-              partner: dict[int, int], types: tuple[str, ...]) -> set[str]:
+    def _kept(active: list[JobState], chosen: dict[int, int], partner: dict[int, int],
+              type_of_gpu: list[int]) -> set[str]:
         """Running jobs chosen again on the type they run on, which go on without a restart.
 
         A pair already sharing goes on; a job running alone goes on, and its new
@@ -465,10 +467,9 @@ class Gavel(BasePolicy):
         """
         keep: set[str] = set()
         later: list[JobState] = []
-        for index, state in enumerate(active):
-            j = chosen.get(index)
-            if state.status is not Status.RUNNING or j is None or \
-                    {view.topology.gpu_type_of(g) for g in state.gpu_ids} != {types[j]}:
+        for index in sorted(chosen):
+            state, j = active[index], chosen[index]
+            if state.status is not Status.RUNNING or any(type_of_gpu[g] != j for g in state.gpu_ids):
                 continue
             other = partner.get(index)
             new_partner = None if other is None else active[other].job_id

@@ -78,6 +78,8 @@ class TypeThroughputs:
         self.nodes = nodes_by_type(topology)
         self.capacity = np.array([sum(topology.nodes[n].n_gpus for n in self.nodes[t])
                                   for t in self.types], dtype=float)
+        index = {gpu_type: j for j, gpu_type in enumerate(self.types)}
+        self.type_of_gpu = [index[topology.nodes[node].gpu_type] for node in topology.gpu_node]  # by GPU id
         self.extrapolate = extrapolate
         self._cache: dict[str, np.ndarray] = {}
         self._placements: dict[tuple[str, int], tuple[int, ...] | None] = {}
