@@ -247,11 +247,15 @@ class Gavel(BasePolicy):
         n_types = rates.shape[1]
         if self.last_reset_ is not None:
             elapsed = now - self.last_reset_
-            for job_id in self.alloc_:  # each updates its own deficit
-                if job_id in self.job_time_:
-                    self.deficit_.setdefault(job_id, np.zeros(n_types))
-                    self.deficit_[job_id] += (self.alloc_[job_id] * elapsed
-                                              - (self.job_time_[job_id] - self.round_s / 2))
+            ids = [job_id for job_id in self.alloc_ if job_id in self.job_time_]
+            if ids:  # each job's change, row by row, in one array operation
+                change = (np.array([self.alloc_[job_id] for job_id in ids]) * elapsed
+                          - (np.array([self.job_time_[job_id] for job_id in ids]) - self.round_s / 2))
+                for job_id, row in zip(ids, change):
+                    if job_id in self.deficit_:
+                        self.deficit_[job_id] += row
+                    else:
+                        self.deficit_[job_id] = np.zeros(n_types) + row
         try:
             x, pair_alloc = self._solve(view, active, rates, now)
         except (lp.LPError, ValueError) as exc:
@@ -261,9 +265,10 @@ class Gavel(BasePolicy):
         if x is not None:
             self.alloc_ = {s.job_id: x[i] for i, s in enumerate(active)}
             self.pair_alloc_ = pair_alloc
-        for state in active:
-            self.job_time_[state.job_id] = np.full(n_types, self.round_s / 2)
-            self.deficit_.setdefault(state.job_id, np.zeros(n_types))
+        for state, times in zip(active, np.full((len(active), n_types), self.round_s / 2)):
+            self.job_time_[state.job_id] = times  # a row of its own: updated in place
+            if state.job_id not in self.deficit_:
+                self.deficit_[state.job_id] = np.zeros(n_types)
         self.pair_time_ = {pair: np.full(n_types, self.round_s / 2) for pair in self.pair_alloc_}
         self.last_reset_ = now
         self.dirty_ = False
