@@ -376,7 +376,7 @@ class Gavel(BasePolicy):
             if self.objective == "fifo":  # Gavel's FIFO runs no job of priority 0
                 runs = runs & (prio > 0)
             needs = [active[members[0]].job.n_gpus for members in rows]
-            for j in self._type_order(rates[in_x]):
+            for j in self._type_order(rates, in_x):
                 runs_here = runs[:, j].tolist()
                 # lexsort: last key first; negated for descending; stable, so ties keep arrival order
                 for k in np.lexsort((-x[:, j], -deficit[:, j], -prio[:, j])).tolist():
@@ -399,9 +399,12 @@ class Gavel(BasePolicy):
         return [((index[a], index[b]), (a, b)) for a, b in self.pair_alloc_
                 if a in index and b in index]
 
-    def _type_order(self, rates: np.ndarray) -> list[int]:
+    def _type_order(self, rates: np.ndarray, rows: list[int]) -> list[int]:
+        """The order in which a round offers the GPU types, by the ``rows`` of ``rates`` in X."""
         if self.heterogeneity_aware and self.objective != "fifo":
-            by_rate = [int(j) for j in np.argsort(-rates.mean(axis=0), kind="stable")]
+            if rates.shape[1] == 1:
+                return [0]
+            by_rate = [int(j) for j in np.argsort(-rates[rows].mean(axis=0), kind="stable")]
             if self.type_order is None:
                 return by_rate
             index = {name: j for j, name in enumerate(self.rates_.types)}
