@@ -255,7 +255,7 @@ class Gavel(BasePolicy):
                     if job_id in self.deficit_:
                         self.deficit_[job_id] += row
                     else:
-                        self.deficit_[job_id] = np.zeros(n_types) + row
+                        self.deficit_[job_id] = np.zeros(n_types) + row  # 0 + change, as ever (-0.0 -> 0.0)
         try:
             x, pair_alloc = self._solve(view, active, rates, now)
         except (lp.LPError, ValueError) as exc:
@@ -475,7 +475,7 @@ class Gavel(BasePolicy):
         """
         keep: set[str] = set()
         later: list[JobState] = []
-        for index in sorted(chosen):
+        for index in sorted(chosen):  # in active's order: a host is kept before its new partner is seen
             state, j = active[index], chosen[index]
             if state.status is not Status.RUNNING or any(type_of_gpu[g] != j for g in state.gpu_ids):
                 continue
