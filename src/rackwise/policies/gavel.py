@@ -475,7 +475,7 @@ class Gavel(BasePolicy):
         """
         keep: set[str] = set()
         later: list[JobState] = []
-        for index in sorted(chosen):  # in active's order: a host is kept before its new partner is seen
+        for index in sorted(chosen):  # in active's order: the first of a new pair is its host
             state, j = active[index], chosen[index]
             if state.status is not Status.RUNNING or any(type_of_gpu[g] != j for g in state.gpu_ids):
                 continue
