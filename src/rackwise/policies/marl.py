@@ -164,12 +164,25 @@ class Marl(BasePolicy):
                           asked=asked)
         if not learned:
             action = anchor_action(self.placement, obs, self.rng_)
-            return action if action < free.topology.n_nodes else None
-        logits = self.actor_.logits(obs)
-        # Kernels differ in the last bits between CPUs (AVX2, AVX-512, none): compare logits on a
-        # coarser grid, first server first on a tie, so the choice is the same on every machine.
-        action = int(torch.round(logits[0] * 256.0).argmax())
+        elif (only := forced_action(obs["mask"])) is not None:
+            action = only
+        else:
+            logits = self.actor_.logits(obs)
+            # Kernels differ in the last bits between CPUs (AVX2, AVX-512, none): compare logits on a
+            # coarser grid, first server first on a tie, so the choice is the same on every machine.
+            action = int(torch.round(logits[0] * 256.0).argmax())
         return action if action < free.topology.n_nodes else None
+
+
+def forced_action(mask: np.ndarray) -> int | None:
+    """The action ``mask`` allows if it allows only one, else None.
+
+    The actor's logits are -inf wherever the mask forbids, so its argmax is then
+    known without running it: most decisions on a busy cluster have one anchor
+    with room, or none and "wait".
+    """
+    allowed = np.flatnonzero(mask)
+    return int(allowed[0]) if len(allowed) == 1 else None
 
 
 _LOADED: dict[str | None, Any] = {}
