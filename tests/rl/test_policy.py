@@ -101,15 +101,17 @@ def test_the_shipped_checkpoint_beats_its_untrained_self_on_a_held_out_window(tm
 
 
 def test_a_forced_action_is_the_actors_own_choice(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Skipping the actor where the mask leaves one action changes no decision."""
-    from rackwise.policies import marl
+    """Skipping the observation and the actor where one anchor or none is feasible changes no decision."""
+    from rackwise.policies.marl import Marl
 
     jobs = [Job(f"j{i}", 10.0 * i, w, 600.0 + 37 * (i % 7)) for i, w in enumerate([1, 2, 4, 1, 8, 2, 1, 4] * 5)]
     cluster = uniform_cluster(8, 4, 4)
-    forced = []
-    real = marl.forced_action
-    monkeypatch.setattr(marl, "forced_action", lambda mask: forced.append(real(mask)) or forced[-1])
+    sizes = []
+    real = Marl._feasible_anchors
+    monkeypatch.setattr(Marl, "_feasible_anchors", lambda self, free, agent: sizes.append(
+        len(anchors := real(self, free, agent))) or anchors)
     shortcut = simulate(cluster, jobs, make_policy("marl"), perf=NetworkPerf(), seed=2).records
-    assert sum(action is not None for action in forced) >= 10  # the shortcut was taken
-    monkeypatch.setattr(marl, "forced_action", lambda mask: None)  # the actor decides every time
+    assert sum(size <= 1 for size in sizes) >= 10 and sum(size > 1 for size in sizes) >= 10
+    # Two anchors offered every time: the actor decides every time, on the full observation.
+    monkeypatch.setattr(Marl, "_feasible_anchors", lambda self, free, agent: np.arange(2))
     assert simulate(cluster, jobs, make_policy("marl"), perf=NetworkPerf(), seed=2).records == shortcut

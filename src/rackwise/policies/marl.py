@@ -157,6 +157,11 @@ class Marl(BasePolicy):
         from rackwise.policies.parts.marl.features import observation
 
         learned = self.placement == "learned"
+        if learned and len(anchors := self._feasible_anchors(free, agent)) <= 1:
+            # The actor's logits are -inf wherever the mask forbids, so its argmax is known
+            # without an observation: the one anchor, or "wait" if there is none. Most
+            # decisions on a busy cluster are so.
+            return int(anchors[0]) if len(anchors) else None
         # only the actor and the greedy rule read the interference model's columns
         predictor = self.checkpoint_.predictor if learned or self.placement in NEEDS_PREDICTOR else None
         obs = observation(free, placed, self.queues_, agent, now=now, clock=0.0, index=self.index_,
@@ -164,8 +169,6 @@ class Marl(BasePolicy):
                           asked=asked)
         if not learned:
             action = anchor_action(self.placement, obs, self.rng_)
-        elif (only := forced_action(obs["mask"])) is not None:
-            action = only
         else:
             logits = self.actor_.logits(obs)
             # Kernels differ in the last bits between CPUs (AVX2, AVX-512, none): compare logits on a
@@ -173,16 +176,14 @@ class Marl(BasePolicy):
             action = int(torch.round(logits[0] * 256.0).argmax())
         return action if action < free.topology.n_nodes else None
 
+    def _feasible_anchors(self, free: Any, agent: int) -> np.ndarray:
+        """The servers that may anchor the agent's queue head now (the mask's servers)."""
+        from rackwise.policies.parts.marl.placement import feasible_mask
 
-def forced_action(mask: np.ndarray) -> int | None:
-    """The action ``mask`` allows if it allows only one, else None.
-
-    The actor's logits are -inf wherever the mask forbids, so its argmax is then
-    known without running it: most decisions on a busy cluster have one anchor
-    with room, or none and "wait".
-    """
-    allowed = np.flatnonzero(mask)
-    return int(allowed[0]) if len(allowed) == 1 else None
+        queue = self.queues_[agent]
+        if not queue:
+            return np.zeros(0, dtype=int)
+        return np.flatnonzero(feasible_mask(free, queue[0].n_gpus, self.index_.server_size))
 
 
 _LOADED: dict[str | None, Any] = {}
