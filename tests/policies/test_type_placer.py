@@ -39,16 +39,19 @@ def test_a_job_gets_the_tightest_node_that_fits_else_the_fullest_nodes() -> None
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from(["v100", "k80"]), st.integers(1, 12)), max_size=25),
+@given(st.lists(st.tuples(st.booleans(), st.sampled_from(["v100", "k80"]), st.integers(1, 12)),
+                max_size=25),
        st.sets(st.integers(0, TOPOLOGY.n_gpus - 1), max_size=30))
-def test_every_placement_equals_the_plain_scan(jobs: list[tuple[str, int]], busy: set[int]) -> None:
+def test_every_placement_equals_the_plain_scan(steps: list[tuple[bool, str, int]], busy: set[int]) -> None:
+    """Each step places a job, or only takes GPUs (a type may be taken from before it is placed on)."""
     base = Allocation(TOPOLOGY)
     if busy:
         base.allocate("busy", tuple(sorted(busy)))
     nodes = nodes_by_type(TOPOLOGY)
     placer = TypePlacer(TentativeAllocation(base), nodes)
-    for gpu_type, n_gpus in jobs:
+    for places, gpu_type, n_gpus in steps:
         expected = scan(placer.free, nodes[gpu_type], n_gpus)
-        assert placer.place(gpu_type, n_gpus) == expected
+        if places:
+            assert placer.place(gpu_type, n_gpus) == expected
         if expected is not None:
             placer.take(expected)

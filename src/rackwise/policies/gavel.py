@@ -142,8 +142,10 @@ class Gavel(BasePolicy):
         self.clock_ = RoundClock(self.round_s)
         self.alloc_: dict[str, np.ndarray] = {}  # X row per job
         self.pair_alloc_: dict[tuple[str, str], np.ndarray] = {}  # Y row per pair sharing GPUs
-        self.pair_time_: dict[tuple[str, str], np.ndarray] = {}  # wall seconds run per type
-        self.job_time_: dict[str, np.ndarray] = {}  # wall seconds run per type since reset
+        # Wall seconds run per type since reset, as lists: a round adds to one entry of each,
+        # which costs far less on a float than on an array's element.
+        self.pair_time_: dict[tuple[str, str], list[float]] = {}
+        self.job_time_: dict[str, list[float]] = {}
         self.deficit_: dict[str, np.ndarray] = {}
         self.last_reset_: float | None = None
         self.dirty_ = True
@@ -265,11 +267,11 @@ class Gavel(BasePolicy):
         if x is not None:
             self.alloc_ = {s.job_id: x[i] for i, s in enumerate(active)}
             self.pair_alloc_ = pair_alloc
-        for state, times in zip(active, np.full((len(active), n_types), self.round_s / 2)):
-            self.job_time_[state.job_id] = times  # a row of its own: updated in place
+        for state in active:
+            self.job_time_[state.job_id] = [self.round_s / 2] * n_types  # a row of its own
             if state.job_id not in self.deficit_:
                 self.deficit_[state.job_id] = np.zeros(n_types)
-        self.pair_time_ = {pair: np.full(n_types, self.round_s / 2) for pair in self.pair_alloc_}
+        self.pair_time_ = {pair: [self.round_s / 2] * n_types for pair in self.pair_alloc_}
         self.last_reset_ = now
         self.dirty_ = False
 
@@ -383,7 +385,7 @@ class Gavel(BasePolicy):
                     if free_count[j] == 0:
                         break  # no job fits on this type any more
                     members, need = rows[k], needs[k]
-                    if runs_here[k] and free_count[j] >= need and not any(m in chosen for m in members):
+                    if runs_here[k] and free_count[j] >= need and chosen.keys().isdisjoint(members):
                         for m in members:
                             chosen[m] = j
                         if len(members) == 2:
@@ -415,7 +417,7 @@ class Gavel(BasePolicy):
     def _place(self, view: ClusterView, active: list[JobState], chosen: dict[int, int],
                partner: dict[int, int], types: tuple[str, ...], runnable: np.ndarray) -> Decisions:
         free = view.tentative()
-        keep = self._kept(active, chosen, partner, self.rates_.type_of_gpu)
+        keep = self._kept(active, chosen, partner, self.rates_.type_of_gpu if len(types) > 1 else None)
         preempt: list[str] = []
         for state in active:
             if state.status is Status.RUNNING and state.job_id not in keep:
@@ -466,8 +468,10 @@ class Gavel(BasePolicy):
 
     @staticmethod
     def _kept(active: list[JobState], chosen: dict[int, int], partner: dict[int, int],
-              type_of_gpu: list[int]) -> set[str]:
+              type_of_gpu: list[int] | None) -> set[str]:
         """Running jobs chosen again on the type they run on, which go on without a restart.
+
+        ``type_of_gpu`` gives each GPU's type index; None on a cluster of one type.
 
         A pair already sharing goes on; a job running alone goes on, and its new
         partner (if any) joins it. A job that shared with another and now runs
@@ -477,7 +481,8 @@ class Gavel(BasePolicy):
         later: list[JobState] = []
         for index in sorted(chosen):  # in active's order: the first of a new pair is its host
             state, j = active[index], chosen[index]
-            if state.status is not Status.RUNNING or any(type_of_gpu[g] != j for g in state.gpu_ids):
+            if state.status is not Status.RUNNING or (
+                    type_of_gpu is not None and any(type_of_gpu[g] != j for g in state.gpu_ids)):
                 continue
             other = partner.get(index)
             new_partner = None if other is None else active[other].job_id

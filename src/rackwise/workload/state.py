@@ -39,6 +39,7 @@ class JobState:
         "gpu_ids",
         "iters_done",
         "job",
+        "job_id",
         "last_update",
         "n_nodes",
         "n_preemptions",
@@ -55,6 +56,7 @@ class JobState:
 
     def __init__(self, job: Job) -> None:
         self.job = job
+        self.job_id = job.job_id  # a slot, not a property: read on every hot path
         self.status = Status.PENDING
         self.gpu_ids: tuple[int, ...] = ()
         self.iters_done = 0.0
@@ -82,10 +84,6 @@ class JobState:
         self.comm_extra_s_per_iter = 0.0
 
     # ------------------------------------------------------------- lazy reads
-    @property
-    def job_id(self) -> str:
-        return self.job.job_id
-
     @property
     def n_gpus(self) -> int:
         return self.job.n_gpus

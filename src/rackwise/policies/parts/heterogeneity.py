@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 import numpy as np
 
@@ -113,8 +114,10 @@ class TypeThroughputs:
         """A jobs x types matrix of rates."""
         if not states:
             return np.zeros((0, len(self.types)))
+        cached = self._cache.get
+        rows = [row if (row := cached(s.job_id)) is not None else self.of(view, s) for s in states]
         # one copy of the rows, in C (vstack reshapes each row first)
-        return np.concatenate([self.of(view, s) for s in states]).reshape(len(states), len(self.types))
+        return np.concatenate(rows).reshape(len(states), len(self.types))
 
     def forget(self, job_id: str) -> None:
         self._cache.pop(job_id, None)
@@ -127,27 +130,37 @@ class TypePlacer:
     nodes with the most free GPUs first (fewest nodes). The free nodes of
     each type are kept in buckets by free count, so a placement costs time
     in the GPUs per node, not in the nodes of the type: a Gavel round at
-    10,000 GPUs places thousands of jobs.
+    10,000 GPUs places thousands of jobs. A type's buckets are built when it
+    is first placed on (most rounds of a loaded cluster start few jobs).
     """
 
     def __init__(self, free: TentativeAllocation, nodes: Mapping[str, tuple[int, ...]]) -> None:
         self.free = free
-        widest = max((node.n_gpus for node in free.topology.nodes), default=0)
-        self._type_of = {node: gpu_type for gpu_type, ids in nodes.items() for node in ids}
-        self._buckets: dict[str, list[list[int]]] = {t: [[] for _ in range(widest + 1)] for t in nodes}
-        self._count: dict[int, int] = {}
-        self._total = dict.fromkeys(nodes, 0)
-        for gpu_type, ids in nodes.items():
+        self._nodes = nodes
+        self._buckets: dict[str, list[list[int]]] = {}  # type -> node ids by free count, each sorted
+        self._count: dict[int, int] = {}  # node -> its free count in the buckets
+        self._total: dict[str, int] = {}  # type -> its free GPUs
+
+    def _buckets_of(self, gpu_type: str) -> list[list[int]]:
+        buckets = self._buckets.get(gpu_type)
+        if buckets is None:
+            ids = self._nodes[gpu_type]
+            nodes = self.free.topology.nodes
+            buckets = self._buckets[gpu_type] = [[] for _ in range(
+                max((nodes[node].n_gpus for node in ids), default=0) + 1)]
+            total = 0
             for node in ids:  # ascending, so every bucket starts sorted
-                count = self._count[node] = free.free_in_node(node)
-                self._buckets[gpu_type][count].append(node)
-                self._total[gpu_type] += count
+                count = self._count[node] = self.free.free_in_node(node)
+                buckets[count].append(node)
+                total += count
+            self._total[gpu_type] = total
+        return buckets
 
     def place(self, gpu_type: str, n_gpus: int) -> tuple[int, ...] | None:
         """``n_gpus`` free GPUs of ``gpu_type`` (not yet taken), or None if it has fewer free."""
+        buckets = self._buckets_of(gpu_type)
         if self._total[gpu_type] < n_gpus:
             return None
-        buckets = self._buckets[gpu_type]
         for count in range(max(n_gpus, 1), len(buckets)):
             if buckets[count]:
                 return tuple(self.free.free_gpu_ids(buckets[count][0])[:n_gpus])
@@ -161,11 +174,16 @@ class TypePlacer:
 
     def take(self, gpus: Sequence[int]) -> None:
         """Take ``gpus`` from the allocation and move their nodes to their new buckets."""
-        self.free.take(gpus)
-        for node in {self.free.topology.gpu_node[gpu] for gpu in gpus}:
-            gpu_type, old = self._type_of[node], self._count[node]
-            new = self._count[node] = self.free.free_in_node(node)
-            buckets = self._buckets[gpu_type]
+        free = self.free
+        free.take(gpus)
+        gpu_node, nodes = free.topology.gpu_node, free.topology.nodes
+        for node in {gpu_node[gpu] for gpu in gpus}:
+            gpu_type = nodes[node].gpu_type
+            buckets = self._buckets.get(gpu_type)
+            if buckets is None:
+                continue  # built from the allocation, this take included, when first placed on
+            old = self._count[node]
+            new = self._count[node] = free.free_in_node(node)
             del buckets[old][bisect.bisect_left(buckets[old], node)]
             bisect.insort(buckets[new], node)
             self._total[gpu_type] += new - old
@@ -216,6 +234,9 @@ class TypeMask:
         return next((n for n in nodes if self.free_in_node(n) == count), None)
 
 
+_SUBMIT_ORDER = attrgetter("job.submit_time", "job_id")
+
+
 @dataclass
 class RoundClock:
     """Tracks a round-based policy's rounds between engine calls.
@@ -246,5 +267,4 @@ class RoundClock:
         if not self.due(view, now):
             return None
         self.start_round(now)
-        return sorted([*view.pending.values(), *view.running.values()],
-                      key=lambda s: (s.job.submit_time, s.job_id))
+        return sorted([*view.pending.values(), *view.running.values()], key=_SUBMIT_ORDER)
