@@ -149,6 +149,9 @@ class Gavel(BasePolicy):
         self.deficit_: dict[str, np.ndarray] = {}
         self.last_reset_: float | None = None
         self.dirty_ = True
+        # (ids, their X rows, their deficit rows) as the last round stacked them: both
+        # change only at a recompute, so a round over the same jobs reuses them.
+        self.round_rows_: tuple[list[str], np.ndarray, np.ndarray] | None = None
         # job -> (type, executed_s at round start, its pair if it ran sharing GPUs)
         self.ran_on_: dict[str, tuple[int, float, tuple[str, str] | None]] = {}
         self.iso_time_: dict[str, float] = {}  # finish-time fairness: isolated seconds so far
@@ -273,6 +276,7 @@ class Gavel(BasePolicy):
                 self.deficit_[state.job_id] = np.zeros(n_types)
         self.pair_time_ = {pair: [self.round_s / 2] * n_types for pair in self.pair_alloc_}
         self.last_reset_ = now
+        self.round_rows_ = None
         self.dirty_ = False
 
     def _solve(self, view: ClusterView, active: list[JobState], rates: np.ndarray, now: float
@@ -361,9 +365,11 @@ class Gavel(BasePolicy):
             rows: list[tuple[int, ...]] = [(i,) for i in in_x]
             # np.array stacks equal-length rows in C, where vstack reshapes each row first
             ids = [active[i].job_id for i in in_x]
-            x = np.array([self.alloc_[job_id] for job_id in ids], dtype=float)
+            if self.round_rows_ is None or self.round_rows_[0] != ids:
+                self.round_rows_ = (ids, np.array([self.alloc_[job_id] for job_id in ids], dtype=float),
+                                    np.array([self.deficit_[job_id] for job_id in ids], dtype=float))
+            _, x, deficit = self.round_rows_
             times = np.array([self.job_time_[job_id] for job_id in ids], dtype=float)
-            deficit = np.array([self.deficit_[job_id] for job_id in ids], dtype=float)
             runs = rates[in_x] > 0
             pairs = self._active_pairs(active)
             if pairs:
