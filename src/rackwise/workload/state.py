@@ -56,7 +56,9 @@ class JobState:
 
     def __init__(self, job: Job) -> None:
         self.job = job
-        self.job_id = job.job_id  # a slot, not a property: read on every hot path
+        # A slot, not a property: read on every hot path. A job record put in
+        # `job` later (a forecast's rescaled copy) keeps this id.
+        self.job_id = job.job_id
         self.status = Status.PENDING
         self.gpu_ids: tuple[int, ...] = ()
         self.iters_done = 0.0
