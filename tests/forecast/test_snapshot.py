@@ -21,6 +21,14 @@ def test_json_round_trip_keeps_every_field(snapshot: ClusterSnapshot, tmp_path: 
     assert forward(again).jobs == forward(snapshot).jobs
 
 
+def test_a_state_carries_its_id_in_its_job_alone(snapshot: ClusterSnapshot) -> None:
+    data = to_json(snapshot)
+    states = data["running"] + data["pending"]
+    assert states and all("job_id" not in s and s["job"]["job_id"] for s in states)
+    again = from_json(json.loads(json.dumps(data)))
+    assert all(s.job_id == s.job.job_id for s in (*again.running, *again.pending))
+
+
 def test_snapshot_is_not_empty(snapshot: ClusterSnapshot) -> None:
     assert snapshot.running and snapshot.pending and snapshot.policy_state is not None
 

@@ -33,6 +33,8 @@ FORMAT = "rackwise-snapshot/1"
 DEFAULT_ERROR_CORRELATION = 0.5
 HELD_PREFIX = "!"  # owners of GPUs no policy may use (a node down, a job not ours)
 _STATE_SLOTS = tuple(JobState.__slots__)
+# A state's `job_id` is its job's, kept beside it for speed: a file carries it in the job alone.
+_SAVED_SLOTS = tuple(slot for slot in _STATE_SLOTS if slot != "job_id")
 
 
 @dataclass(frozen=True)
@@ -308,7 +310,7 @@ def _job_from(data: Mapping[str, Any], where: str) -> Job:
 
 def _state_dict(state: JobState) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    for slot in _STATE_SLOTS:
+    for slot in _SAVED_SLOTS:
         value = getattr(state, slot)
         if slot == "job":
             value = _job_dict(value)
@@ -324,7 +326,7 @@ def _state_from(data: Mapping[str, Any], where: str) -> JobState:
     if not isinstance(data, Mapping) or "job" not in data:
         raise InputError("expected an object with a 'job'", field=where)
     state = JobState(_job_from(data["job"], f"{where}.job"))
-    for slot in _STATE_SLOTS:
+    for slot in _SAVED_SLOTS:
         if slot == "job" or slot not in data:
             continue
         value = data[slot]
