@@ -53,3 +53,18 @@ def test_samples_follow_the_performance_model() -> None:
     assert np.all(samples.log_sigma_true[~lonely] >= 0.0)
     assert np.mean(samples.log_sigma_true[~lonely] > 0.0) > 0.8
     assert np.array_equal(samples.log_sigma, samples.log_sigma_true)
+
+
+def test_a_pairs_term_is_the_models_and_the_same_in_any_batch(fitted) -> None:  # type: ignore[no-untyped-def]
+    predictor, _, held_out = fitted
+    present = held_out.neighbour >= 0
+    a = np.repeat(held_out.target, present.sum(axis=1))
+    b, share = held_out.neighbour[present], held_out.share[present]
+    batch = predictor.pair_terms(a, b, share)
+    with torch.no_grad():
+        model = predictor.model.pair_term(torch.as_tensor(a), torch.as_tensor(b),
+                                          torch.as_tensor(share, dtype=torch.float32)).numpy()
+    np.testing.assert_allclose(batch, model, rtol=1e-5, atol=1e-7)
+    # each pair alone gets the very value it got in the batch
+    alone = [predictor.pair_terms(a[i:i + 1], b[i:i + 1], share[i:i + 1])[0] for i in range(0, len(a), 37)]
+    assert alone == batch[::37].tolist()

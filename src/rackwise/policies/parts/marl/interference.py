@@ -129,6 +129,9 @@ class Predictor:
 
     def __init__(self, model: InterferenceModel) -> None:
         self.model = model
+        # share -> every (a, b) pair's term at that share, worked out in one pass: shares are
+        # GPUs over a server's size, so few; a table answers each pair alike in any batch
+        self._tables: dict[float, np.ndarray] = {}
 
     def predict(self, samples: Samples) -> np.ndarray:
         """Predicted log-slowdown of each sample."""
@@ -139,13 +142,26 @@ class Predictor:
 
     def pair_terms(self, a: Sequence[int] | np.ndarray, b: Sequence[int] | np.ndarray,
                    share: Sequence[float] | np.ndarray) -> np.ndarray:
+        """Each neighbour's contribution (`InterferenceModel.pair_term`), looked up per share."""
         if not len(a):
             return np.zeros(0)
-        with torch.no_grad():
-            out = self.model.pair_term(torch.as_tensor(np.asarray(a, dtype=np.int64)),
-                                       torch.as_tensor(np.asarray(b, dtype=np.int64)),
-                                       torch.as_tensor(np.asarray(share, dtype=np.float32)))
-        return out.numpy().astype(np.float64)
+        a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
+        shares, which = np.unique(np.asarray(share, dtype=np.float32), return_inverse=True)
+        out = np.empty(len(a))
+        for k, value in enumerate(shares.tolist()):
+            rows = which == k
+            out[rows] = self._table(value)[a[rows], b[rows]]
+        return out
+
+    def _table(self, share: float) -> np.ndarray:
+        table = self._tables.get(share)
+        if table is None:
+            a, b = np.divmod(np.arange(N_MODELS * N_MODELS), N_MODELS)
+            with torch.no_grad():
+                terms = self.model.pair_term(torch.as_tensor(a), torch.as_tensor(b),
+                                             torch.full((len(a),), share, dtype=torch.float32))
+            table = self._tables[share] = terms.numpy().astype(np.float64).reshape(N_MODELS, N_MODELS)
+        return table
 
     def candidate_effects(self, job: Job, on_server: list[list[tuple[Placed, float]]],
                           servers: np.ndarray, index: GraphIndex) -> tuple[np.ndarray, np.ndarray]:
