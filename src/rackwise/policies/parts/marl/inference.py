@@ -35,6 +35,7 @@ torch = require("torch")
 # Matrix products of a handful of rows take another kernel, which rounds differently from
 # the one a full pass uses; recomputing at least this many rows keeps to the latter.
 MIN_ROWS = 64
+_ROWS_KEPT = 1024  # sets of groups whose rows are kept (then forgotten all at once)
 
 
 class _Groups:
@@ -48,6 +49,7 @@ class _Groups:
         order = np.argsort(self.group_of, kind="stable")
         self.sizes = np.bincount(self.group_of, minlength=n_groups)
         self.members = np.split(order, np.cumsum(self.sizes)[:-1])
+        self._rows: dict[tuple[int, ...], _Rows] = {}  # by chosen groups: few sets recur
 
     def rows(self, changed: np.ndarray) -> _Rows | None:
         """The groups of the ``changed`` members (with more, up to `MIN_ROWS` rows); None if that
@@ -65,10 +67,17 @@ class _Groups:
             chosen.sort()
         if len(chosen) == self.n_groups:
             return None
-        sizes = self.sizes[chosen]
-        return _Rows(torch.as_tensor(chosen), torch.from_numpy(np.concatenate([self.members[g] for g in chosen])),
-                     torch.from_numpy(np.repeat(np.arange(len(chosen)), sizes)),
-                     torch.from_numpy(sizes).clamp(min=1).to(torch.float32))
+        key = tuple(chosen)
+        rows = self._rows.get(key)
+        if rows is None:
+            if len(self._rows) >= _ROWS_KEPT:
+                self._rows.clear()
+            sizes = self.sizes[chosen]
+            rows = self._rows[key] = _Rows(
+                torch.as_tensor(chosen), torch.from_numpy(np.concatenate([self.members[g] for g in chosen])),
+                torch.from_numpy(np.repeat(np.arange(len(chosen)), sizes)),
+                torch.from_numpy(sizes).clamp(min=1).to(torch.float32))
+        return rows
 
 
 @dataclass(frozen=True)
