@@ -125,7 +125,8 @@ def fit_interference(samples: Samples, *, epochs: int = 30, batch_size: int = 25
 
 
 class Predictor:
-    """Numpy-facing wrapper of a trained `InterferenceModel`."""
+    """Numpy-facing wrapper of a trained `InterferenceModel` (not trained further: its pair
+    terms are kept)."""
 
     def __init__(self, model: InterferenceModel) -> None:
         self.model = model
