@@ -1,0 +1,117 @@
+"""The ``marl`` actor and interference model on the observations of a real run (needs the rl extra).
+
+Runs ``marl`` on the first ``--first-n`` jobs of a trace (the cluster of
+``bench_policies.py speed``), keeping every observation the actor is asked
+about and every batch of interference pairs, then:
+
+* replays the observations in order on a fresh `CachedActor`, ``--passes``
+  times: CPU microseconds per call, how many times a set of groups to
+  recompute was looked up, and how many sets were kept (where the actor
+  keeps them: the lookups that built one);
+* asks the interference model for each captured batch as one tensor pass
+  and compares ``Predictor.pair_terms``' answer: the terms that differ
+  (rounding that depends on a batch's size, where the predictor runs the
+  network per batch).
+
+Prints one JSON line. Run with an older checkout first on ``PYTHONPATH``
+to compare:
+
+    cd benchmarks && python bench_marl_replay.py --trace itp_2021 --first-n 4000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+import numpy as np
+from provenance import provenance
+
+SPEED_CLUSTERS = {"philly_2017": (64, 8, 8), "itp_2021": (160, 8, 8)}
+
+
+def capture(trace: str, first_n: int) -> tuple[Any, list[dict[str, np.ndarray]], list[tuple[Any, ...]]]:
+    """Run marl on the trace's first jobs; the topology, the actor's observations and the pair batches."""
+    from rackwise import traces
+    from rackwise.cluster.topology import uniform_cluster
+    from rackwise.policies.parts.marl.inference import CachedActor
+    from rackwise.policies.parts.marl.interference import Predictor
+    from rackwise.policies.registry import make_policy
+    from rackwise.sim.engine import Simulator
+
+    observations: list[dict[str, np.ndarray]] = []
+    batches: list[tuple[Any, ...]] = []
+    logits, pair_terms = CachedActor.logits, Predictor.pair_terms
+
+    def kept_logits(self: Any, obs: dict[str, np.ndarray]) -> Any:
+        observations.append({key: value.copy() for key, value in obs.items()})
+        return logits(self, obs)
+
+    def kept_pairs(self: Any, a: Any, b: Any, share: Any) -> Any:
+        batches.append((np.array(a), np.array(b), np.array(share)))
+        return pair_terms(self, a, b, share)
+
+    topology = uniform_cluster(*SPEED_CLUSTERS[trace])
+    jobs = traces.load(trace, first_n=first_n).drop_oversized(topology.n_gpus)
+    CachedActor.logits, Predictor.pair_terms = kept_logits, kept_pairs  # type: ignore[method-assign]
+    try:
+        Simulator(topology, jobs, make_policy("marl"), seed=0).run()
+    finally:
+        CachedActor.logits, Predictor.pair_terms = logits, pair_terms  # type: ignore[method-assign]
+    return topology, observations, batches
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", default="itp_2021", choices=sorted(SPEED_CLUSTERS))
+    parser.add_argument("--first-n", type=int, default=4000)
+    parser.add_argument("--passes", type=int, default=3)
+    args = parser.parse_args()
+
+    import torch
+
+    from rackwise.policies.marl import _cached
+    from rackwise.policies.parts.marl import inference
+
+    torch.set_num_threads(1)
+    topology, observations, batches = capture(args.trace, args.first_n)
+    checkpoint = _cached(None)
+    per_call_us = []
+    kept_sets = None
+    rows_of, calls = inference._Groups.rows, [0]
+
+    def counted_rows(self: Any, changed: Any) -> Any:
+        calls[0] += 1
+        return rows_of(self, changed)
+
+    inference._Groups.rows = counted_rows  # type: ignore[method-assign]
+    for _ in range(args.passes):
+        calls[0] = 0
+        actor = inference.CachedActor(checkpoint.actor_critic, topology)
+        start = time.process_time()
+        for obs in observations:
+            actor.logits(obs)
+        per_call_us.append(round((time.process_time() - start) / len(observations) * 1e6, 1))
+        kept = [getattr(groups, "_rows", None) for groups in (actor.servers, actor.racks)]
+        kept_sets = None if None in kept else sum(len(k) for k in kept)  # type: ignore[arg-type]
+
+    predictor = checkpoint.predictor
+    differ = total = 0
+    for a, b, share in batches:
+        with torch.no_grad():
+            model = predictor.model.pair_term(torch.as_tensor(a, dtype=torch.int64),
+                                              torch.as_tensor(b, dtype=torch.int64),
+                                              torch.as_tensor(share, dtype=torch.float32)).numpy()
+        differ += int((predictor.pair_terms(a, b, share) != model.astype(np.float64)).sum())
+        total += len(a)
+    print(json.dumps({"figure": "marl_replay", "trace": args.trace, "first_n": args.first_n,
+                      "observations": len(observations), "actor_us_per_call": per_call_us,
+                      "group_set_lookups": calls[0], "kept_group_sets": kept_sets,
+                      "pair_batches": len(batches), "pair_terms": total,
+                      "pair_terms_unlike_one_batch_pass": differ, **provenance()}))
+
+
+if __name__ == "__main__":
+    main()
