@@ -228,9 +228,9 @@ def test_ideal_perf_reports_no_communication() -> None:
 
 
 @st.composite
-def start_stop_sequences(draw: st.DrawFn) -> list[tuple[str, int, tuple[int, ...]]]:
-    """Starts and stops of small jobs on 2 racks x 2 nodes x 4 GPUs (16 GPUs)."""
-    free = list(range(16))
+def start_stop_sequences(draw: st.DrawFn, n_gpus: int = 16) -> list[tuple[str, int, tuple[int, ...]]]:
+    """Starts and stops of jobs of 1-4 GPUs, anywhere on a cluster of ``n_gpus`` GPUs."""
+    free = list(range(n_gpus))
     running: dict[str, tuple[int, ...]] = {}
     steps: list[tuple[str, int, tuple[int, ...]]] = []
     for index in range(draw(st.integers(1, 25))):
@@ -255,7 +255,19 @@ MIXED = ["ResNet-18 (batch size 16)", "LM (batch size 5)", "BERT-Large", "A3C", 
 
 @given(start_stop_sequences())
 def test_incremental_rates_match_a_fresh_model(steps: list[tuple[str, int, tuple[int, ...]]]) -> None:
-    topology = uniform_cluster(4, 4, 2, links=Links(rack_uplink_gbps=60.0))
+    # 2 racks x 2 nodes x 4 GPUs
+    _check_incremental_rates(uniform_cluster(4, 4, 2, links=Links(rack_uplink_gbps=60.0)), steps)
+
+
+@given(start_stop_sequences(n_gpus=12))
+def test_incremental_rates_match_a_fresh_model_over_three_racks(
+        steps: list[tuple[str, int, tuple[int, ...]]]) -> None:
+    # 3 racks x 2 nodes x 2 GPUs: jobs cross different pairs of racks, so a job's
+    # bandwidth can be held by a rack other than the one whose share moved.
+    _check_incremental_rates(uniform_cluster(6, 2, 2, links=Links(rack_uplink_gbps=60.0)), steps)
+
+
+def _check_incremental_rates(topology: Topology, steps: list[tuple[str, int, tuple[int, ...]]]) -> None:
     perf = NetworkPerf(PerfConfig(interference_scale=1.0), assign_models=False)
     perf.bind(topology)
     running: dict[str, JobState] = {}

@@ -115,7 +115,7 @@ class NetworkPerf:
                              level_bandwidth_gbps(topology.links, Level.CLUSTER),
                              Weights(self.interference_, cfg.interference_scale), cfg.interference_scale)
         # the index's own containers, read here on the hot path
-        self._placed, self._share, self._forked = index.placed, index.share, index.forked
+        self._placed, self._forked = index.placed, index.forked
         self._index, self._unindex = index.add, index.remove
         self._comm_now: dict[str, tuple[float, float]] = {}
         self.contention_ = Contention(index, self.placing_.place_state, self._comm_now)
@@ -232,7 +232,6 @@ class NetworkPerf:
             self.contention_.rate_forked(running, affected, touched, out)
         # The live-index case of `_step`, inlined: this loop runs for every re-rated job.
         comm_now = self._comm_now
-        shares = self._share
         for job_id, placed in affected.items():
             if job_id not in running:
                 continue
@@ -240,8 +239,7 @@ class NetworkPerf:
                 out[job_id] = placed.ideal_rate
                 continue
             if placed.crosses:
-                bandwidth = min(placed.base_gbps, min(map(shares.__getitem__, placed.racks)))
-                placed.bandwidth = bandwidth
+                bandwidth = placed.bandwidth  # the index keeps it current
                 if placed.cross_terms is None:
                     comm = placed.static_comm_s + placed.dyn_bits / (bandwidth * 1e9)
                 else:

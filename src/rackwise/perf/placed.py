@@ -75,7 +75,7 @@ class Placed:
     model_id: int  # its model's id in `Weights`
     rate: float  # last rate reported to the engine
     crosses: bool  # its ring goes through rack uplinks
-    bandwidth: float  # bottleneck bandwidth at the last rating, Gb/s
+    bandwidth: float  # least bandwidth of its links now, Gb/s (kept by `RunningIndex` while it crosses racks)
     # Mixed-parallel jobs that cross racks: (link seconds, cross-rack bits) per kind of
     # traffic, each priced as the slower of the two; None for data-parallel jobs (set
     # only where `crosses` is read).

@@ -1,8 +1,9 @@
 """`RunningIndex`: which running placements share each node and each rack uplink.
 
-It keeps every placement's pace (its slowest node's interference factor) and
-each uplink's share current as jobs start and stop, and names the jobs whose
-pace or share may have moved, so only those are re-rated.
+It keeps every placement's pace (its slowest node's interference factor),
+each uplink's share and each rack-crossing placement's bandwidth (the least
+of its links') current as jobs start and stop, and names the jobs whose pace
+or bandwidth may have moved, so only those are re-rated.
 """
 
 from __future__ import annotations
@@ -84,14 +85,16 @@ class RunningIndex:
                 self.node_jobs[node][job_id] = (placed, placed.node_gpus[i], i)
         if placed.crosses:
             cluster_gbps = self.cluster_gbps
+            placed.bandwidth = placed.base_gbps  # lowered to its racks' least share below
             for rack in placed.racks:
                 crossing = self.rack_cross[rack]
                 crossing[job_id] = placed
                 share = self.share[rack] = self.uplink_gbps[rack] / len(crossing)
                 if share < cluster_gbps:
-                    # the share fell: only jobs faster than the new share slow down
+                    # The share fell: only jobs faster than the new share slow down, to it.
                     for other_id, other in crossing.items():
                         if other.bandwidth > share:
+                            other.bandwidth = share
                             affected[other_id] = other
 
     def remove(self, placed: Placed, affected: dict[str, Placed]) -> None:
@@ -143,8 +146,10 @@ class RunningIndex:
                 old = self.share[rack]
                 self.share[rack] = self.uplink_gbps[rack] / len(crossing) if crossing else INF
                 if old < cluster_gbps:
-                    # the share rose: only jobs held at the old share may speed up
-                    held = old * (1.0 + 1e-12)
+                    # The share rose. A job's bandwidth is at most ``old``; one below it is
+                    # held by another link and keeps it. The rest take their new least.
+                    shares = self.share
                     for other_id, other in crossing.items():
-                        if other.bandwidth <= held:
+                        if other.bandwidth >= old:
+                            other.bandwidth = min(other.base_gbps, min(map(shares.__getitem__, other.racks)))
                             affected[other_id] = other
