@@ -70,6 +70,16 @@ def test_strict_fifo_blocks_behind_a_share_that_does_not_fit() -> None:
     assert backfilled["c"].first_start == 2.0
 
 
+def test_backfill_passes_a_waiting_whole_job_for_a_share_on_a_split_gpu() -> None:
+    # One GPU, split by "a": no GPU is free, so "w" waits; "c" still fits beside "a".
+    jobs = [_share("a", 0, 0.5), Job("w", 1, 1, 10.0), _share("c", 2, 0.5)]
+    backfilled = _records(uniform_cluster(1, gpus_per_node=1), jobs, FifoBackfill())
+    assert backfilled["c"].first_start == 2.0
+    assert backfilled["w"].first_start == 102.0  # once both shares are done
+    strict = _records(uniform_cluster(1, gpus_per_node=1), jobs, Fifo())
+    assert strict["c"].first_start == 110.0  # behind "w"
+
+
 def test_a_policy_without_fractional_support_is_refused_in_one_line() -> None:
     with pytest.raises(InputError, match=r"policy .tiresias. cannot run fractional jobs .*job a"):
         Simulator(uniform_cluster(1, gpus_per_node=1), [_share("a", 0, 0.5)], Tiresias())

@@ -35,32 +35,31 @@ def start_in_order(view: ClusterView, ordered: Iterable[JobState], place: Placem
     where `fractional_gpu` puts it, whatever ``place`` is.
     """
     free = view.tentative()
+    n_free = free.n_free  # kept in step with `free`: a backfill pass reads it for every queued job
     starts: list[Start] = []
     for state in ordered:
         job = state.job
+        if job.n_gpus > n_free and job.gpu_share >= 1.0:  # a whole job with no room
+            if backfill and (n_free or free.sliced_gpu_for(1) is not None):
+                continue  # a narrower job, or a fractional one on a split GPU, may still fit
+            break
         if job.gpu_share < 1.0:
             gpu = fractional_gpu(free, job.gpu_share)
             if gpu is not None:
                 free.take_slices(gpu, slices_of(job.gpu_share))
+                n_free = free.n_free
                 starts.append(Start(state.job_id, (gpu,)))
                 continue
             if backfill:
                 continue
             break
-        if free.n_free == 0:
-            if backfill and free.sliced_gpu_for(1) is not None:
-                continue  # a fractional job further back may still fit a split GPU
-            break
-        if state.job.n_gpus > free.n_free:
-            if backfill:
-                continue
-            break
-        gpus = place(free, state.job.n_gpus, rng)
+        gpus = place(free, job.n_gpus, rng)
         if gpus is None:
             if backfill:
                 continue
             break
         free.take(gpus)
+        n_free = free.n_free
         starts.append(_build_start(state.job_id, gpus))
     return starts
 
