@@ -215,6 +215,48 @@ def test_tracked_cluster_rebuilds_when_a_job_comes_before_known_ones() -> None:
     _same_as_rebuilt(tracked, running, alloc)
 
 
+@pytest.mark.parametrize(("which", "elsewhere"), [(3, True), (-1, True), (3, False)])
+def test_tracked_cluster_follows_a_job_that_ran_again(which: int, elsewhere: bool) -> None:
+    """No job is new by id, but one stopped and started again (now last in start order):
+    on other GPUs, or on the same ones (the same tuple)."""
+    rng = np.random.default_rng(1)
+    alloc = Allocation(CLUSTER)
+    items = [item for i in range(30) if (item := _start(alloc, _job(i, rng), rng)) is not None]
+    running = {p.job.job_id: _Running(p.job, p.gpu_ids) for p in items}
+    tracked = TrackedCluster(GraphIndex.of(CLUSTER))
+    tracked.sync(running, alloc)
+    again = items[which]
+    alloc.release(again.gpu_ids)
+    del running[again.job.job_id]
+    gpus = again.gpu_ids
+    if elsewhere:
+        restarted = _start(alloc, again.job, rng)
+        assert restarted is not None and restarted.gpu_ids != gpus
+        gpus = restarted.gpu_ids
+    else:
+        alloc.allocate(again.job.job_id, gpus)
+    running[again.job.job_id] = _Running(again.job, gpus)
+    tracked.sync(running, alloc)
+    _same_as_rebuilt(tracked, running, alloc)
+    assert tracked.known[again.job.job_id].gpu_ids == gpus
+
+
+def test_tracked_cluster_follows_two_jobs_on_the_same_gpus_changing_places() -> None:
+    # Partners sharing their GPUs (the same tuple) that swap places in start order: only
+    # the order tells the new state from the old.
+    rng = np.random.default_rng(2)
+    alloc = Allocation(CLUSTER)
+    items = [item for i in range(10) if (item := _start(alloc, _job(i, rng), rng)) is not None]
+    partner = _Running(_job(99, rng), items[0].gpu_ids)
+    running = {items[0].job.job_id: _Running(items[0].job, items[0].gpu_ids), "j99": partner}
+    running.update((p.job.job_id, _Running(p.job, p.gpu_ids)) for p in items[1:])
+    tracked = TrackedCluster(GraphIndex.of(CLUSTER))
+    tracked.sync(running, alloc)
+    swapped = {"j99": partner, **running}
+    tracked.sync(swapped, alloc)
+    _same_as_rebuilt(tracked, swapped, alloc)
+
+
 class _CheckedMarl(Marl):
     """Checks after every call that the GPUs asked for per queue match the queues."""
 

@@ -2,20 +2,24 @@
 
 Between two calls a few jobs finish and the ones started last call begin to
 run; rebuilding `residents` and `GraphFeatures` from every running job at
-each call costs far more. `TrackedCluster.sync` takes out the jobs that left
-and adds the new ones in the view's start order, so what it holds equals a
-rebuild from ``view.running`` (the same per-server resident order included,
-which fixes the order in which interference terms are summed). Whenever it
-could not be sure of that, it rebuilds.
+each call costs far more. `TrackedCluster.sync` takes out the jobs that left,
+adds the new ones in the view's start order, and checks that it now holds the
+view's jobs in that order on their GPUs, so what it holds equals a rebuild
+from ``view.running`` (the same per-server resident order included, which
+fixes the order in which interference terms are summed). Where the check
+fails (a job that ran again, or one started before a job kept), it rebuilds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from operator import attrgetter
 from typing import Any
 
 from rackwise.cluster.allocation import FreeGpus
 from rackwise.policies.parts.marl.features import GraphFeatures, GraphIndex, Placed, add_resident, residents
+
+_GPU_IDS = attrgetter("gpu_ids")
 
 
 class TrackedCluster:
@@ -30,18 +34,17 @@ class TrackedCluster:
     def sync(self, running: Mapping[str, Any], free: FreeGpus) -> None:
         """Match ``running`` (job id -> state with ``job`` and ``gpu_ids``, in start order) and ``free``."""
         known = self.known
-        gone = [job_id for job_id, item in known.items()
-                if (state := running.get(job_id)) is None
-                or (state.gpu_ids is not item.gpu_ids and tuple(state.gpu_ids) != item.gpu_ids)]
-        moved = set(gone)
-        new = [job_id for job_id in running if job_id not in known or job_id in moved]
-        if self.graph is None or not self._appended(running, new) or not self._remove(gone, free):
-            self._rebuild(running, free)
-            return
-        for job_id in new:
-            state = running[job_id]
-            self.add(Placed(state.job, tuple(state.gpu_ids)), free)
-        self.graph.refresh_free(free)
+        if self.graph is not None and self._remove([job_id for job_id in known if job_id not in running], free):
+            if new := running.keys() - known.keys():
+                for job_id in [job_id for job_id in running if job_id in new]:
+                    state = running[job_id]
+                    self.add(Placed(state.job, tuple(state.gpu_ids)), free)
+            # Checked in bulk, in C loops: this runs at most calls, over every running job.
+            if list(known) == list(running) and list(map(_GPU_IDS, known.values())) == list(
+                    map(tuple, map(_GPU_IDS, running.values()))):
+                self.graph.refresh_free(free)
+                return
+        self._rebuild(running, free)
 
     def add(self, item: Placed, free: FreeGpus) -> None:
         """A job that has just taken its GPUs (``free`` no longer has them)."""
@@ -49,20 +52,6 @@ class TrackedCluster:
         self.known[item.job.job_id] = item
         add_resident(self.on_server, item, self.index)
         self.graph.add(item, free)
-
-    def _appended(self, running: Mapping[str, Any], new: list[str]) -> bool:
-        """Whether every new job comes after every job kept (so appending keeps the start order)."""
-        if not new:
-            return True
-        first_new = new[0]
-        seen_new = False
-        fresh = set(new)
-        for job_id in running:
-            if job_id == first_new:
-                seen_new = True
-            elif seen_new and job_id not in fresh:
-                return False
-        return True
 
     def _remove(self, gone: list[str], free: FreeGpus) -> bool:
         """Take out the jobs ``gone``; False where a rebuild is needed (GPUs another job shares)."""
