@@ -27,9 +27,8 @@ import time
 from typing import Any
 
 import numpy as np
+from bench_policies import SPEED_CLUSTERS
 from provenance import provenance
-
-SPEED_CLUSTERS = {"philly_2017": (64, 8, 8), "itp_2021": (160, 8, 8)}
 
 
 def capture(trace: str, first_n: int) -> tuple[Any, list[dict[str, np.ndarray]], list[tuple[Any, ...]]]:

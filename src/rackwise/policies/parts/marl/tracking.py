@@ -39,7 +39,8 @@ class TrackedCluster:
                 for job_id in [job_id for job_id in running if job_id in new]:
                     state = running[job_id]
                     self.add(Placed(state.job, tuple(state.gpu_ids)), free)
-            # Checked in bulk, in C loops: this runs at most calls, over every running job.
+            # The same jobs in the same order on the same GPUs, compared in bulk (loops in C):
+            # this runs at nearly every call, over every running job.
             if list(known) == list(running) and list(map(_GPU_IDS, known.values())) == list(
                     map(tuple, map(_GPU_IDS, running.values()))):
                 self.graph.refresh_free(free)
