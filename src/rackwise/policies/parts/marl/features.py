@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -120,9 +119,15 @@ class GraphFeatures:
         self.holders = np.zeros(n_gpus, dtype=np.int64)  # jobs holding each GPU
         self.server_free = np.zeros(n_servers)  # free GPUs the rows were written with
         self.rack_free = np.zeros(n_racks)
+        # Plain lists for the per-job updates, which touch a server or two: numpy's
+        # per-call cost would outweigh the work.
+        self._gpu_server: list[int] = index.gpu_server.tolist()
+        self._server_rack: list[int] = index.server_rack.tolist()
+        self._server_size: list[float] = index.server_size.tolist()
+        self._rack_size: list[float] = index.rack_size.tolist()
         if placed:
             self._count(placed)
-        self._set_rows(free, np.arange(n_servers), np.arange(n_racks))
+        self._set_rows(free, range(n_servers), range(n_racks))
 
     def _count(self, placed: Sequence[Placed]) -> None:
         # vectorised over every held GPU: one row per (GPU, job), then (server, job) pairs
@@ -178,43 +183,56 @@ class GraphFeatures:
         server_free = np.asarray(free.free_counts(), dtype=np.float64)
         rack_free = np.fromiter((free.free_in_rack(r) for r in range(len(self.crossing))), np.float64,
                                 len(self.crossing))
-        servers = np.flatnonzero(server_free != self.server_free)
-        racks = np.flatnonzero(rack_free != self.rack_free)
-        if servers.size or racks.size:
+        servers = np.flatnonzero(server_free != self.server_free).tolist()
+        racks = np.flatnonzero(rack_free != self.rack_free).tolist()
+        if servers or racks:
             self._set_rows(free, servers, racks)
 
-    def _update(self, item: Placed, sign: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Add ``sign`` x the job to the counts; its GPU ids, servers and racks."""
-        index = self.index
-        ids = np.asarray(item.gpu_ids, dtype=np.int64)
-        per_server = Counter(index.gpu_server[ids].tolist())  # a few GPUs: cheaper than np.unique
-        servers = np.asarray(sorted(per_server), dtype=np.int64)
-        held = np.asarray([per_server[s] for s in servers.tolist()], dtype=np.float64)
-        racks = np.asarray(sorted(set(index.server_rack[servers].tolist())), dtype=np.int64)
+    def _update(self, item: Placed, sign: float) -> tuple[list[int], list[int], list[int]]:
+        """Add ``sign`` x the job to the counts; its GPU ids, servers and racks (ascending)."""
+        ids = list(item.gpu_ids)
+        gpu_server = self._gpu_server
+        per_server: dict[int, int] = {}
+        for g in ids:
+            s = gpu_server[g]
+            per_server[s] = per_server.get(s, 0) + 1
+        servers = sorted(per_server)
+        racks = sorted({self._server_rack[s] for s in servers})
         self.holders[ids] += int(sign)
-        self.family_gpus[servers, family_index(item.job.model)] += sign * held
-        self.n_jobs[servers] += sign
-        if len(servers) > 1:
-            self.nic[servers] += sign
+        family = family_index(item.job.model)
+        family_gpus, n_jobs, nic = self.family_gpus, self.n_jobs, self.nic
+        spread = len(servers) > 1
+        for s in servers:
+            family_gpus[s, family] += sign * per_server[s]
+            n_jobs[s] += sign
+            if spread:
+                nic[s] += sign
         if len(racks) > 1:
-            self.crossing[racks] += sign
+            for r in racks:
+                self.crossing[r] += sign
         return ids, servers, racks
 
-    def _set_rows(self, free: FreeGpus, servers: np.ndarray, racks: np.ndarray) -> None:
-        index, server, rack = self.index, self.server, self.rack
-        server_free = np.asarray(free.free_counts(), dtype=np.float64)[servers]
-        rack_free = np.fromiter((free.free_in_rack(r) for r in racks.tolist()), np.float64, len(racks))
-        self.server_free[servers] = server_free
-        self.rack_free[racks] = rack_free
-        size = index.server_size[servers]
-        server[servers, 0] = server_free / size
-        server[servers, 1] = self.n_jobs[servers] / 8.0
-        server[servers, 2] = self.nic[servers] / 8.0
-        server[servers, 3:] = self.family_gpus[servers] / size[:, None]
-        crossing = self.crossing[racks]
-        rack[racks, 0] = rack_free / index.rack_size[racks]
-        rack[racks, 1] = crossing / 8.0
-        rack[racks, 2] = 1.0 / (1.0 + crossing)
+    def _set_rows(self, free: FreeGpus, servers: Iterable[int], racks: Iterable[int]) -> None:
+        """Write the rows of the given servers and racks from the counts and ``free``."""
+        counts = free.free_counts()
+        server, sizes = self.server, self._server_size
+        n_jobs, nic, family_gpus = self.n_jobs, self.nic, self.family_gpus
+        for s in servers:
+            count, size = float(counts[s]), sizes[s]
+            self.server_free[s] = count
+            row = server[s]
+            row[0] = count / size
+            row[1] = n_jobs[s] / 8.0
+            row[2] = nic[s] / 8.0
+            row[3:] = family_gpus[s] / size
+        rack, crossing = self.rack, self.crossing
+        for r in racks:
+            count, n_crossing = float(free.free_in_rack(r)), crossing[r]
+            self.rack_free[r] = count
+            row = rack[r]
+            row[0] = count / self._rack_size[r]
+            row[1] = n_crossing / 8.0
+            row[2] = 1.0 / (1.0 + n_crossing)
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The ``gpu``, ``server`` and ``rack`` matrices (fresh arrays, clipped to 4)."""
