@@ -37,7 +37,7 @@ def write_table(frame: pd.DataFrame | pa.Table, path: Path, fmt: TableFormat) ->
         from pyarrow import parquet
 
         # No dictionary encoding: a run's columns are mostly distinct numbers, where it costs
-        # time and gives larger files (full philly_2017's jobs: 3.8 MB against 3.5 MB without).
+        # time and gives larger files (full philly_2017's jobs: 3.8 MiB against 3.4 MiB without).
         parquet.write_table(frame, target, use_dictionary=False)
     else:
         raise InputError("a pyarrow table is written as parquet only", field="format")
