@@ -214,11 +214,10 @@ class GraphFeatures:
 
     def _set_rows(self, free: FreeGpus, servers: Iterable[int], racks: Iterable[int]) -> None:
         """Write the rows of the given servers and racks from the counts and ``free``."""
-        counts = free.free_counts()
         server, sizes = self.server, self._server_size
         n_jobs, nic, family_gpus = self.n_jobs, self.nic, self.family_gpus
         for s in servers:
-            count, size = float(counts[s]), sizes[s]
+            count, size = float(free.free_in_node(s)), sizes[s]
             self.server_free[s] = count
             row = server[s]
             row[0] = count / size
