@@ -25,9 +25,6 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
-from itertools import accumulate
-from operator import mul
-
 import numpy as np
 
 
@@ -41,7 +38,7 @@ class SizeDistribution:
             to be this multiple of the attained service.
     """
 
-    __slots__ = ("_envelopes", "_value_list", "_values", "_weight_list", "_weights", "beyond_factor")
+    __slots__ = ("_envelopes", "_value_list", "_values", "_weights", "beyond_factor")
 
     def __init__(self, values: Sequence[float] | np.ndarray,
                  weights: Sequence[float] | np.ndarray | None = None, *,
@@ -55,7 +52,6 @@ class SizeDistribution:
         self._values = x[keep][order]
         self._weights = w[keep][order]
         self._value_list: list[float] | None = None  # the same as Python floats, once a rank asks
-        self._weight_list: list[float] = []
         # Tail start -> the rank's envelope over the stretch before that sample
         # (a running job stays in one stretch for many events).
         self._envelopes: dict[int, _Envelope] = {}
@@ -104,13 +100,12 @@ class SizeDistribution:
         values = self._value_list
         if values is None:
             values = self._value_list = self._values.tolist()
-            self._weight_list = self._weights.tolist()
         k = bisect_right(values, attained)  # the first sample past `attained`
         if k == len(values):
             return self.beyond_factor * attained
         envelope = self._envelopes.get(k)
         if envelope is None:
-            envelope = self._envelopes[k] = _Envelope(values, self._weight_list, k)
+            envelope = self._envelopes[k] = _Envelope(self._values, self._weights, k)
         return envelope.rank(attained)
 
 
@@ -128,34 +123,31 @@ class _Envelope:
     worked out by the definition itself, bit for bit.
     """
 
-    __slots__ = ("_at_start", "_breaks", "_intercepts", "_k", "_slopes", "_values", "_weights", "end", "start")
+    __slots__ = ("_at_start", "_breaks", "_intercepts", "_slopes", "_values", "_weights", "end", "start")
 
-    def __init__(self, values: list[float], weights: list[float], k: int) -> None:
-        self.start = values[k - 1] if k else 0.0
-        self.end = values[k]
-        self._values, self._weights, self._k = values, weights, k  # the distribution's own lists
+    def __init__(self, values: np.ndarray, weights: np.ndarray, k: int) -> None:
+        self.start = float(values[k - 1]) if k else 0.0
+        self.end = float(values[k])
+        self._values, self._weights = values[k:], weights[k:]  # the tail's samples (views)
         self._at_start: float | None = None  # each worked out when first asked: a job not yet
         self._breaks: list[float] | None = None  # run asks only the first, a running one the rest
         self._intercepts: list[float] = []
         self._slopes: list[float] = []
 
-    def _ratios(self, attained: float) -> tuple[list[float], list[float]]:
+    def _ratios(self, attained: float) -> tuple[np.ndarray, np.ndarray]:
         """Per quantum x_j - a: expected service over finishing weight (the rank's candidates), and D_j."""
-        values, weights = self._values[self._k:], self._weights[self._k:]
-        done = list(accumulate(weights))  # as numpy's cumsum: one addition after another
-        rest = [value - attained for value in values]
-        total = done[-1]
-        served = accumulate(map(mul, weights, rest))
-        return [(s + (total - d) * r) / d for s, d, r in zip(served, done, rest)], done
+        weights = self._weights
+        done = np.cumsum(weights)  # an accumulation: one addition after another, in order
+        rest = self._values - attained
+        served = np.cumsum(weights * rest)
+        return (served + (done[-1] - done) * rest) / done, done
 
     def _build_envelope(self) -> list[float]:
         """The lines of the lower envelope, steepest first, and where each gives way to the next."""
         intercepts, done = self._ratios(self.end)
-        total = done[-1]
         hull_c: list[float] = []
         hull_s: list[float] = []
-        for c, d in zip(intercepts, done):
-            slope = total / d
+        for c, slope in zip(intercepts.tolist(), (done[-1] / done).tolist()):
             if hull_s and slope >= hull_s[-1]:  # as steep (equal cumulative weight): keep the lower
                 if c >= hull_c[-1]:
                     continue
@@ -176,7 +168,7 @@ class _Envelope:
         """The rank at ``attained`` (within this stretch)."""
         if attained == self.start:
             if self._at_start is None:
-                self._at_start = min(self._ratios(self.start)[0])
+                self._at_start = float(self._ratios(self.start)[0].min())
             return self._at_start
         breaks = self._breaks
         if breaks is None:
