@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Sequence
+
 import numpy as np
 
 
