@@ -34,7 +34,7 @@ from rackwise.backends.slurm_jobs import decode_tags, submit_held
 from rackwise.engine.view import ClusterView
 from rackwise.errors import InvalidDecisionError
 from rackwise.policies.base import BasePolicy, Decisions, Policy
-from rackwise.policies.parts.ordering import preempt_to_order
+from rackwise.policies.parts.ordering import by_width, preempt_to_order
 from rackwise.policies.parts.placement import consolidated
 from rackwise.policies.registry import make_policy
 from rackwise.sim.engine import simulate
@@ -56,7 +56,7 @@ class ShortestRemainingFirst(BasePolicy):
     def schedule(self, view: ClusterView, now: float) -> Decisions:
         active = [*view.running.values(), *view.pending.values()]
         active.sort(key=lambda s: (s.remaining_iters(now), s.job.submit_time, s.job_id))
-        return preempt_to_order(view, active, consolidated, self.rng_)
+        return preempt_to_order(view, active, by_width(consolidated, self.rng_))
 
 
 def window() -> list[Job]:

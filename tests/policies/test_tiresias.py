@@ -219,12 +219,12 @@ class _Crosscheck(Tiresias):
 
         real = module.preempt_ranked
 
-        def both(view_, keys, gpus, queue, place, rng, total):  # type: ignore[no-untyped-def]
+        def both(view_, keys, gpus, queue, place, total):  # type: ignore[no-untyped-def]
             assert total == sum(gpus)
             active = [*view_.running.values(), *view_.pending.values()]
             order = sorted(active, key=lambda s: self.key_of_[s.job_id])
-            fast = real(view_, keys, gpus, queue, place, rng, total)
-            slow = preempt_to_order(view_, order, place, rng)
+            fast = real(view_, keys, gpus, queue, place, total)
+            slow = preempt_to_order(view_, order, place)
             assert (fast.start, fast.preempt) == (slow.start, slow.preempt), now
             self.n_checked_ += 1
             self.n_preempted_ += len(fast.preempt)

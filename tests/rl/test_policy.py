@@ -115,3 +115,42 @@ def test_a_forced_action_is_the_actors_own_choice(monkeypatch: pytest.MonkeyPatc
     # Two anchors offered every time: the actor decides every time, on the full observation.
     monkeypatch.setattr(Marl, "_feasible_anchors", lambda self, free, agent: np.arange(2))
     assert simulate(cluster, jobs, make_policy("marl"), perf=NetworkPerf(), seed=2).records == shortcut
+
+
+def test_las_order_keeps_the_policy_contract() -> None:
+    from rackwise.testing import check_policy
+
+    policy = make_policy("marl", order="las")
+    assert policy.capabilities.preempts and not make_policy("marl").capabilities.preempts
+    check_policy(policy)
+
+
+def test_las_order_runs_tiresias_decisions_with_the_agents_placement() -> None:
+    """The same records as Tiresias where the agents' placement is Tiresias' own: for
+    one-GPU jobs, the first-fit anchor and first-fit placement both take the lowest free
+    GPU, so only Tiresias' order and preemptions decide."""
+    from rackwise.policies.tiresias import Tiresias
+
+    rng = np.random.default_rng(5)
+    jobs = [Job(f"j{i:02d}", float(t), 1, float(d), group=f"vc{i % 3}")
+            for i, (t, d) in enumerate(zip(np.cumsum(rng.exponential(60.0, 40)),
+                                           rng.lognormal(np.log(4800.0), 1.2, 40)))]
+    from rackwise.policies.base import PolicyWrapper
+
+    class Logged(PolicyWrapper):
+        def __init__(self, inner) -> None:  # type: ignore[no-untyped-def]
+            super().__init__(inner)
+            self.log: list[tuple[float, tuple[object, ...], tuple[str, ...]]] = []
+
+        def schedule(self, view, now):  # type: ignore[no-untyped-def]
+            decisions = super().schedule(view, now)
+            self.log.append((now, decisions.start, decisions.preempt))
+            return decisions
+
+    cluster = uniform_cluster(2, 4, 2)
+    las, tiresias = Logged(make_policy("marl", order="las", placement="first-fit")), Logged(
+        Tiresias(placement="first-fit"))
+    simulate(cluster, jobs, las, seed=3)
+    simulate(cluster, jobs, tiresias, seed=3)
+    assert sum(len(preempt) for *_, preempt in las.log) >= 5
+    assert las.log == tiresias.log  # the same starts on the same GPUs, the same preemptions

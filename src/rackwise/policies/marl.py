@@ -13,27 +13,33 @@ and `rackwise.policies.parts.marl.placement` picks the GPUs. ``placement``
 swaps the actor for a fixed anchor rule (`rackwise.policies.parts.marl.anchors`):
 the placement heuristics the design is measured against, under the very same
 per-agent FIFO order. An agent whose head does not fit
-waits (no backfilling within an agent). torch is imported in ``reset``, so
-listing the policy needs no extra.
+waits (no backfilling within an agent). With ``order="las"`` Tiresias
+decides which jobs run and which are preempted, and each job it starts is
+placed by its own agent. torch is imported in ``reset``, so listing the
+policy needs no extra.
 """
 
 from __future__ import annotations
 
 import bisect
 import importlib.util
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
 
+from rackwise.cluster.allocation import TentativeAllocation
+from rackwise.engine.contract import Capabilities
 from rackwise.engine.view import ClusterView
 from rackwise.errors import MissingExtraError, UnknownNameError, suggest
 from rackwise.policies.base import NOTHING, BasePolicy, Decisions, Start
 from rackwise.policies.parts.marl.anchors import ANCHOR_RULES, NEEDS_PREDICTOR, anchor_action
+from rackwise.policies.tiresias import Tiresias
 from rackwise.workload.job import Job
+from rackwise.workload.state import JobState
 
 INSTALL_HINT = "pip install 'rackwise[rl]'"
-ORDERS: tuple[str, ...] = ("fifo", "fewest-gpus")
+ORDERS: tuple[str, ...] = ("fifo", "fewest-gpus", "las")
 
 
 def _check_extra() -> None:
@@ -55,7 +61,10 @@ class Marl(BasePolicy):
             the paper's placement baselines under the same agents and order.
         order: How each agent orders its queue: ``"fifo"`` (arrival order, the
             design's default) or ``"fewest-gpus"`` (narrowest job first, then
-            arrival order: known at submission, so no oracle). Never preempts.
+            arrival order: known at submission, so no oracle); neither
+            preempts. ``"las"``: least attained service first with
+            preemption, as `Tiresias` at its defaults decides, every job it
+            starts placed by its agent.
     """
 
     name: ClassVar[str] = "marl"
@@ -92,11 +101,25 @@ class Marl(BasePolicy):
         self.tracked_ = TrackedCluster(self.index_)
         self.queues_: list[list[Job]] = [[] for _ in range(self.n_agents_)]
         self.asked_ = [0] * self.n_agents_  # GPUs asked for by each queue's jobs
+        if self.order == "las":
+            self.las_ = Tiresias()
+            self.las_.reset(view, rng)
+            self.las_.place_ = self._place_started
+            self.agent_of_: dict[str, int] = {}
+            self.deciding_: tuple[ClusterView, float, dict[str, Any]] | None = None
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return replace(super().capabilities, preempts=self.order == "las")
 
     def on_arrival(self, job: Job, now: float) -> None:
         from rackwise.policies.parts.marl.features import agent_of
 
         agent = agent_of(job, self.n_agents_)
+        if self.order == "las":
+            self.agent_of_[job.job_id] = agent
+            self.las_.on_arrival(job, now)
+            return
         queue = self.queues_[agent]
         self.asked_[agent] += job.n_gpus
         if self.order == "fewest-gpus":
@@ -105,7 +128,18 @@ class Marl(BasePolicy):
         else:
             queue.append(job)
 
+    def on_completion(self, job: Job, now: float) -> None:
+        if self.order == "las":
+            self.las_.on_completion(job, now)
+            self.agent_of_.pop(job.job_id, None)
+
     def schedule(self, view: ClusterView, now: float) -> Decisions:
+        if self.order == "las":
+            self.deciding_ = (view, now, {})
+            try:
+                return self.las_.schedule(view, now)
+            finally:
+                self.deciding_ = None  # a view is no state to keep
         if view.n_free == 0 or not any(self.queues_):
             return NOTHING
         from rackwise.policies.parts.marl.features import Placed
@@ -142,6 +176,43 @@ class Marl(BasePolicy):
                 self.asked_[agent] -= queue.pop(0).n_gpus
                 moved = True
         return Decisions(start=tuple(starts)) if starts else NOTHING
+
+    def _place_started(self, free: TentativeAllocation, state: JobState) -> tuple[int, ...] | None:
+        """Where the job Tiresias starts goes: its agent's anchor (``order="las"``).
+
+        The agent sees the cluster as it stands in this decision: without the
+        jobs preempted so far (their GPUs are free again) and with the jobs
+        started so far, and the pending jobs per agent in Tiresias' order, this
+        job first in its own agent's queue.
+        """
+        from rackwise.policies.parts.marl.features import Placed
+        from rackwise.policies.parts.marl.placement import place_anchored
+
+        assert self.deciding_ is not None
+        view, now, started = self.deciding_
+        holding = {job_id: running for job_id, running in view.running.items()
+                   if not free.is_free(running.gpu_ids[0])}
+        holding.update(started)
+        self.tracked_.sync(holding, free)
+        job = state.job
+        agent = self.agent_of_[job.job_id]
+        key_of = self.las_.key_of_
+        queues: list[list[Job]] = [[] for _ in range(self.n_agents_)]
+        for job_id, pending in view.pending.items():
+            if job_id != job.job_id and job_id not in started:
+                queues[self.agent_of_[job_id]].append(pending.job)
+        for queue in queues:
+            queue.sort(key=lambda queued: key_of[queued.job_id])
+        queues[agent].insert(0, job)
+        self.queues_ = queues
+        self.asked_ = [sum(queued.n_gpus for queued in queue) for queue in queues]
+        tracked = self.tracked_
+        server = self.decide(free, list(tracked.known.values()), agent, now, tracked.on_server,
+                             tracked.graph, self.asked_)
+        gpus = place_anchored(free, job.n_gpus, server) if server is not None else None
+        if gpus is not None:
+            started[job.job_id] = Placed(job, gpus)
+        return gpus
 
     def decide(self, free: Any, placed: list[Any], agent: int, now: float,
                on_server: list[Any] | None = None, graph: Any = None,

@@ -9,7 +9,7 @@ import numpy as np
 
 from rackwise.engine.view import ClusterView
 from rackwise.policies.base import BasePolicy, Decisions
-from rackwise.policies.parts.ordering import RankedQueue, preempt_ranked
+from rackwise.policies.parts.ordering import RankedQueue, by_width, preempt_ranked
 from rackwise.policies.parts.placement import get_placement
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState
@@ -76,7 +76,7 @@ class Srtf(BasePolicy):
         )
         keys = [(rem_s, submit_time, job_id) for rem_s, submit_time, job_id, _ in ranked]
         decisions = preempt_ranked(view, keys, [n_gpus for *_, n_gpus in ranked], self.queue_,
-                                   get_placement(self.placement), self.rng_)
+                                   by_width(get_placement(self.placement), self.rng_))
         for job_id in decisions.preempt:
             state = view.running[job_id]
             self.queue_.add(job_id, state.job.n_gpus,

@@ -13,7 +13,13 @@ import numpy as np
 from rackwise.engine.view import ClusterView
 from rackwise.errors import InputError
 from rackwise.policies.base import BasePolicy, Decisions
-from rackwise.policies.parts.ordering import RankedQueue, insertion_point, preempt_ranked
+from rackwise.policies.parts.ordering import (
+    JobPlacement,
+    RankedQueue,
+    by_width,
+    insertion_point,
+    preempt_ranked,
+)
 from rackwise.policies.parts.placement import get_placement
 from rackwise.workload.job import Job
 
@@ -82,6 +88,8 @@ class Tiresias(BasePolicy):
         if self.promote_knob is not None and not self.promote_knob >= 0.0:
             raise InputError(f"must be >= 0 or None, got {self.promote_knob}", field="promote_knob")
         self.limits_ = limits
+        # Where a started job goes; a policy that orders by Tiresias may place by its own rule.
+        self.place_: JobPlacement = by_width(get_placement(self.placement), self.rng_)
         self.queue_of_: dict[str, int] = {}
         self.key_of_: dict[str, Key] = {}
         self.next_seq_ = 0
@@ -163,7 +171,7 @@ class Tiresias(BasePolicy):
             return Decisions(wake_at=self._next_wake())
 
         decisions = preempt_ranked(view, self.running_, self.running_gpus_, self.pending_,
-                                   get_placement(self.placement), self.rng_, self.running_total_)
+                                   self.place_, self.running_total_)
         if not decisions.start:
             return Decisions(wake_at=self._next_wake())
         for job_id in decisions.preempt:

@@ -10,11 +10,12 @@ with the length of the queue.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 
 import numpy as np
 
-from rackwise.cluster.allocation import slices_of
+from rackwise.cluster.allocation import FreeGpus, TentativeAllocation, slices_of
 from rackwise.engine.view import ClusterView
 from rackwise.frozen import unfrozen_builder
 from rackwise.policies.base import Decisions, Start
@@ -23,6 +24,20 @@ from rackwise.workload.state import JobState, Status
 
 # `Start(...)`, made for every job a policy starts.
 _build_start = unfrozen_builder(Start)
+
+# Where a preempting order puts a job: GPU ids on ``free``, or None. It is told
+# the job, not only its width, so that a placement may weigh what the job is.
+JobPlacement = Callable[[TentativeAllocation, JobState], "tuple[int, ...] | None"]
+
+
+def by_width(place: Placement, rng: np.random.Generator) -> JobPlacement:
+    """A placement strategy as a `JobPlacement`: it sees the job's GPU count only."""
+    return partial(_place_by_width, place, rng)  # a partial, not a lambda: policies pickle
+
+
+def _place_by_width(place: Placement, rng: np.random.Generator, free: FreeGpus,
+                    state: JobState) -> tuple[int, ...] | None:
+    return place(free, state.job.n_gpus, rng)
 
 
 def start_in_order(view: ClusterView, ordered: Iterable[JobState], place: Placement,
@@ -64,8 +79,7 @@ def start_in_order(view: ClusterView, ordered: Iterable[JobState], place: Placem
     return starts
 
 
-def preempt_to_order(view: ClusterView, ordered: Sequence[JobState], place: Placement,
-                     rng: np.random.Generator) -> Decisions:
+def preempt_to_order(view: ClusterView, ordered: Sequence[JobState], place: JobPlacement) -> Decisions:
     """Run the highest-ranked jobs that fit, preempting lower-ranked running ones.
 
     ``ordered`` ranks all active jobs (pending and running), best first. The
@@ -90,12 +104,12 @@ def preempt_to_order(view: ClusterView, ordered: Sequence[JobState], place: Plac
     for state in target:
         if state.status is Status.RUNNING:
             continue
-        gpus = place(free, state.job.n_gpus, rng)
+        gpus = place(free, state)
         while gpus is None and victims:
             victim = victims.pop(0)
             free.give(victim.gpu_ids)
             preempted.append(victim.job_id)
-            gpus = place(free, state.job.n_gpus, rng)
+            gpus = place(free, state)
         if gpus is None:
             continue
         free.take(gpus)
@@ -267,8 +281,8 @@ def _pass_running(running_gpus: Sequence[int], index: int, end: int, capacity: i
 
 
 def preempt_ranked(view: ClusterView, running_keys: Sequence[tuple[object, ...]],
-                   running_gpus: Sequence[int], queue: RankedQueue, place: Placement,
-                   rng: np.random.Generator, running_total: int | None = None) -> Decisions:
+                   running_gpus: Sequence[int], queue: RankedQueue, place: JobPlacement,
+                   running_total: int | None = None) -> Decisions:
     """`preempt_to_order` for ranks given as keys, at a cost that does not grow with the queue.
 
     ``running_keys`` ranks every running job (sorted, best first, each key
@@ -326,7 +340,7 @@ def preempt_ranked(view: ClusterView, running_keys: Sequence[tuple[object, ...]]
     for state in targets:
         n_gpus = state.job.n_gpus
         # No placement finds n GPUs among fewer free ones, so skip those attempts.
-        gpus = place(free, n_gpus, rng) if n_gpus <= free.n_free else None
+        gpus = place(free, state) if n_gpus <= free.n_free else None
         while gpus is None:
             victim = next(spare, None)
             if victim is None:
@@ -334,7 +348,7 @@ def preempt_ranked(view: ClusterView, running_keys: Sequence[tuple[object, ...]]
             free.give(victim.gpu_ids)
             preempted.append(victim.job_id)
             if n_gpus <= free.n_free:
-                gpus = place(free, n_gpus, rng)
+                gpus = place(free, state)
         if gpus is None:
             continue
         free.take(gpus)
