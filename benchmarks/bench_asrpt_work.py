@@ -90,7 +90,7 @@ def _count(counts: Counter[str]) -> None:
 
     def counted_build(self: size_distribution._Envelope) -> list[float]:
         counts["envelopes built"] += 1
-        counts["envelope lines read"] += len(self._values) - self._k
+        counts["envelope lines read"] += len(self._values)  # the tail past the stretch
         return build(self)
 
     def counted_ranked(self: predicted_srpt.PredictedSrpt, items: Iterable[tuple[str, JobState]],
