@@ -54,8 +54,9 @@ from rackwise.workload.job import Job
 from rackwise.workload.state import JobState, Status
 
 # A priority, smallest first, and the job's id: the virtual machine's key
-# (`VirtualMachine.order`) or a size distribution's rank, submit time and
-# arrival order. The third field is unique, so the id is never compared.
+# (`VirtualMachine.order`, whose third field is unique) or a size
+# distribution's rank, submit time and the number of jobs known when it was
+# predicted. The id, unique, settles any tie left.
 Key = tuple[float, float, int, str]
 
 
@@ -220,7 +221,9 @@ class PredictedSrpt:
         self._unit: dict[str, float] = {}  # prediction-target units per iteration
         self._graphs: dict[str, JobGraph] = {}
         self._dists: dict[str, SizeDistribution] = {}
-        self._order: dict[str, int] = {}
+        # What ranking a job reads besides its state, fixed once it is predicted:
+        # (unit, g * tau* / G, submit time, sequence number, class).
+        self._rank_facts: dict[str, tuple[float, float, float, int, tuple[str | None, int]]] = {}
         self._rank_cache: dict[str, tuple[float, SizeDistribution, float]] = {}
         self._arrived_sizes: dict[tuple[str | None, int], list[float]] = {}  # class-oracle: true sizes
         self._survival = (ClassSizes(params.survival_window, params.overrun_factor)
@@ -273,7 +276,7 @@ class PredictedSrpt:
         self._vm.advance(now)
         self._vm.remove(job_id)
         for table in (self._estimate_iters, self._vm_s_per_iter, self._graphs, self._waiting,
-                      self._dists, self._order, self._rank_cache):
+                      self._dists, self._rank_facts, self._rank_cache):
             table.pop(job_id, None)
         entry = self._predicted.pop(job_id, None)
         if entry is None:
@@ -468,7 +471,7 @@ class PredictedSrpt:
                              else self._predictor.predict([self._features[job.job_id]])[0])
             iters = value / unit
         self._predicted[job.job_id] = (iters, source)
-        self._order[job.job_id] = len(self._order)
+        self._rank_facts[job.job_id] = (unit, per_iter, job.submit_time, len(self._rank_facts), job_class(job))
         if self._params.rank != "vm":
             beyond = self._params.overrun_factor
             if self._params.predictor == "oracle":
@@ -497,19 +500,24 @@ class PredictedSrpt:
         # Asked for every running and waiting job at every event: the look-ups are bound once.
         survival = self._survival
         class_sizes = survival.distribution if survival is not None else None
-        attained_of, units, dists = self._attained, self._unit, self._dists
-        rank_cache, vm_s_per_iter, order = self._rank_cache, self._vm_s_per_iter, self._order
+        attained_of, dists, rank_cache, facts = self._attained, self._dists, self._rank_cache, self._rank_facts
+        by_class: dict[tuple[str | None, int], SizeDistribution | None] = {}  # no class changes in a call
         for job_id, state in items:
-            job = state.job
+            unit, per_iter, submit_time, seq, cls = facts[job_id]
             done = state.iters_done
             if state.status is Status.RUNNING:
                 productive = now - max(state.last_update, state.busy_until)
                 if productive > 0.0:
-                    done = min(job.total_iters, done + productive * state.rate_iters_per_s)
-            unit = units[job_id]
+                    done = min(state.job.total_iters, done + productive * state.rate_iters_per_s)
             # `_survival_distribution`, inlined
-            dist = ((class_sizes(job_class(job), attained_of) if class_sizes is not None else None)
-                    or dists[job_id])
+            if class_sizes is None:
+                dist = dists[job_id]
+            else:
+                if cls in by_class:
+                    of_class = by_class[cls]
+                else:
+                    of_class = by_class[cls] = class_sizes(cls, attained_of)
+                dist = of_class or dists[job_id]
             attained = done * unit
             cached = rank_cache.get(job_id)
             if cached is not None and cached[0] == attained and cached[1] is dist:
@@ -517,9 +525,8 @@ class PredictedSrpt:
             else:
                 value = dist.gittins_rank(attained) if gittins else dist.expected_remaining(attained)
                 rank_cache[job_id] = (attained, dist, value)
-            key = (value / unit * vm_s_per_iter[job_id], job.submit_time, order[job_id], job_id)
-            out.append((key, state))
-        out.sort(key=lambda item: item[0])
+            out.append(((value / unit * per_iter, submit_time, seq, job_id), state))
+        out.sort(key=itemgetter(0))
         return out
 
     def _survival_distribution(self, job: Job) -> SizeDistribution | None:
