@@ -376,8 +376,7 @@ class PredictedSrpt:
                 lowest_first = partial(self._running_lowest_first, view.running)
             else:
                 ranked_running = self._ranked(view.running.items(), now)
-                desired = _greedy_prefix(ranked_running, ranked_eligible, self._capacity_gpus)
-                waiting = [item for item in desired if item[1].status is not Status.RUNNING]
+                desired, waiting = _greedy_prefix(ranked_running, ranked_eligible, self._capacity_gpus)
                 lowest_first = partial(reversed, ranked_running)
             starts, preempted = self._preempt_to_vm_order(view, desired, waiting, lowest_first,
                                                           free, now)
@@ -631,24 +630,30 @@ class PredictedSrpt:
 
 
 def _greedy_prefix(running: list[tuple[Key, JobState]], eligible: list[tuple[Key, JobState]],
-                   capacity: int) -> list[tuple[Key, JobState]]:
-    """The jobs of both key-ordered lists, merged in key order, that fit ``capacity`` GPUs greedily.
+                   capacity: int) -> tuple[list[tuple[Key, JobState]], list[tuple[Key, JobState]]]:
+    """The jobs of both key-ordered lists, merged in key order, that fit ``capacity`` GPUs greedily,
+    and those of them that are ``eligible`` (waiting).
 
-    Keys are unique (their last field is a sequence number), so the merge
-    needs no tie rule; it stops as soon as the GPUs are all spoken for.
+    Keys are unique (their last field is the job id), so the merge needs no
+    tie rule; it stops as soon as the GPUs are all spoken for.
     """
     desired: list[tuple[Key, JobState]] = []
+    waiting: list[tuple[Key, JobState]] = []
     room, i, j, n_running, n_eligible = capacity, 0, 0, len(running), len(eligible)
     while i < n_running or j < n_eligible:
-        if j == n_eligible or (i < n_running and running[i][0] < eligible[j][0]):
+        is_running = j == n_eligible or (i < n_running and running[i][0] < eligible[j][0])
+        if is_running:
             item = running[i]
             i += 1
         else:
             item = eligible[j]
             j += 1
-        if item[1].n_gpus <= room:
+        n_gpus = item[1].job.n_gpus
+        if n_gpus <= room:
             desired.append(item)
-            room -= item[1].n_gpus
+            if not is_running:
+                waiting.append(item)
+            room -= n_gpus
             if room == 0:
                 break
-    return desired
+    return desired, waiting
