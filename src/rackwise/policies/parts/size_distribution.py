@@ -138,9 +138,9 @@ class _Envelope:
     def _ratios(self, attained: float) -> tuple[np.ndarray, np.ndarray]:
         """Per quantum x_j - a: expected service over finishing weight (the rank's candidates), and D_j."""
         weights = self._weights
-        done = np.cumsum(weights)  # an accumulation: one addition after another, in order
+        done = weights.cumsum()  # an accumulation: one addition after another, in order
         rest = self._values - attained
-        served = np.cumsum(weights * rest)
+        served = (weights * rest).cumsum()
         return (served + (done[-1] - done) * rest) / done, done
 
     def _build_envelope(self) -> list[float]:
