@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from operator import itemgetter
 from statistics import median
-from typing import Literal, Protocol
+from typing import Literal, NamedTuple, Protocol
 
 import numpy as np
 
@@ -141,6 +141,16 @@ class AsrptParameters:
 ORACLES = ("oracle", "class-oracle")  # predictors told true sizes
 
 
+class _JobFacts(NamedTuple):
+    """What a job's rank reads besides its state, fixed once the job is predicted."""
+
+    unit: float  # prediction-target units per iteration
+    vm_s_per_iter: float  # g * tau* / G
+    submit_time: float
+    seq: int  # how many jobs were known when it was predicted
+    job_class: tuple[str | None, int]
+
+
 def predictor_capabilities(params: AsrptParameters, base: Capabilities) -> Capabilities:
     """``base`` with what the predictor needs: true sizes (an oracle) or the ``ml`` extra (the forest)."""
     return replace(base, needs_oracle=base.needs_oracle or params.predictor in ORACLES,
@@ -217,13 +227,9 @@ class PredictedSrpt:
         self._features: dict[str, JobFeatures] = {}
         self._estimate_iters: dict[str, float] = {}  # current prediction, overruns included
         self._predicted: dict[str, tuple[float, str]] = {}  # prediction the job was scheduled on
-        self._vm_s_per_iter: dict[str, float] = {}  # g * tau* / G
-        self._unit: dict[str, float] = {}  # prediction-target units per iteration
+        self._facts: dict[str, _JobFacts] = {}  # once predicted
         self._graphs: dict[str, JobGraph] = {}
         self._dists: dict[str, SizeDistribution] = {}
-        # What ranking a job reads besides its state, fixed once it is predicted:
-        # (unit, g * tau* / G, submit time, sequence number, class).
-        self._rank_facts: dict[str, tuple[float, float, float, int, tuple[str | None, int]]] = {}
         self._rank_cache: dict[str, tuple[float, SizeDistribution, float]] = {}
         self._arrived_sizes: dict[tuple[str | None, int], list[float]] = {}  # class-oracle: true sizes
         self._survival = (ClassSizes(params.survival_window, params.overrun_factor)
@@ -275,18 +281,18 @@ class PredictedSrpt:
         job_id = job.job_id
         self._vm.advance(now)
         self._vm.remove(job_id)
-        for table in (self._estimate_iters, self._vm_s_per_iter, self._graphs, self._waiting,
-                      self._dists, self._rank_facts, self._rank_cache):
+        facts = self._facts.pop(job_id, None)
+        for table in (self._estimate_iters, self._graphs, self._waiting, self._dists, self._rank_cache):
             table.pop(job_id, None)
         entry = self._predicted.pop(job_id, None)
-        if entry is None:
+        if entry is None or facts is None:
             # Announced (a driver adopting a running cluster) but finished before it was scheduled.
             self._arrived = [pending for pending in self._arrived if pending.job_id != job_id]
             self._features.pop(job_id, None)
             return
         predicted, source = entry
         self._prediction_log.append(PredictionRecord(job_id, predicted, job.total_iters, source))
-        unit = self._unit.pop(job_id)
+        unit = facts.unit
         if self._survival is not None:
             self._survival.finish(job_id, job_class(job), job.total_iters * unit)
         features = self._features.pop(job_id, None)
@@ -320,10 +326,10 @@ class PredictedSrpt:
 
     def _repredict(self) -> None:
         """New forest: new predictions for jobs that have not started yet."""
-        ids = [job_id for job_id in self._waiting if job_id in self._vm_s_per_iter]
+        ids = [job_id for job_id in self._waiting if job_id in self._facts]
         guesses = self._predictor.predict([self._features[job_id] for job_id in ids])
         for job_id, (value, source) in zip(ids, guesses):
-            iters = value / self._unit[job_id]
+            iters = value / self._facts[job_id].unit
             self._predicted[job_id] = (iters, source)
             self._set_estimate(job_id, iters)
         if self._params.rank != "vm" and ids:
@@ -336,7 +342,7 @@ class PredictedSrpt:
         self._estimate_iters[job_id] = iters
         if delta:
             self._overruns.estimate_changed(job_id)
-            self._vm.grow(job_id, delta * self._vm_s_per_iter[job_id])
+            self._vm.grow(job_id, delta * self._facts[job_id].vm_s_per_iter)
 
     # --------------------------------------------------------------- schedule
     def schedule(self, view: ClusterView, now: float) -> Decisions:
@@ -457,7 +463,8 @@ class PredictedSrpt:
         assert ideal is not None  # the engine refuses jobs larger than the cluster
         rate = view.perf.rate(job, ideal.gpu_ids, {})
         per_iter = job.n_gpus / (rate * self._capacity_gpus) if rate > 0 else 0.0
-        unit = self._unit[job.job_id] = self._target_unit(rate)
+        unit = self._target_unit(rate)
+        self._facts[job.job_id] = _JobFacts(unit, per_iter, job.submit_time, len(self._facts), job_class(job))
         if self._params.predictor == "oracle":
             iters, source = job.total_iters * self._oracle_error_factor(job.job_id), "oracle"
         elif self._params.predictor == "class-oracle":
@@ -470,7 +477,6 @@ class PredictedSrpt:
                              else self._predictor.predict([self._features[job.job_id]])[0])
             iters = value / unit
         self._predicted[job.job_id] = (iters, source)
-        self._rank_facts[job.job_id] = (unit, per_iter, job.submit_time, len(self._rank_facts), job_class(job))
         if self._params.rank != "vm":
             beyond = self._params.overrun_factor
             if self._params.predictor == "oracle":
@@ -480,7 +486,6 @@ class PredictedSrpt:
             else:  # for "survival", the answer should its class lose its own distribution
                 dist = self._predictor.distributions([self._features[job.job_id]], beyond_factor=beyond)[0]
             self._dists[job.job_id] = dist
-        self._vm_s_per_iter[job.job_id] = per_iter
         self._estimate_iters[job.job_id] = iters
         self._vm.add(job.job_id, iters * per_iter, job.submit_time)
 
@@ -499,7 +504,7 @@ class PredictedSrpt:
         # Asked for every running and waiting job at every event: the look-ups are bound once.
         survival = self._survival
         class_sizes = survival.distribution if survival is not None else None
-        attained_of, dists, rank_cache, facts = self._attained, self._dists, self._rank_cache, self._rank_facts
+        attained_of, dists, rank_cache, facts = self._attained, self._dists, self._rank_cache, self._facts
         by_class: dict[tuple[str | None, int], SizeDistribution | None] = {}  # no class changes in a call
         for job_id, state in items:
             unit, per_iter, submit_time, seq, cls = facts[job_id]
@@ -544,7 +549,8 @@ class PredictedSrpt:
             return 0.0
         now, view = self._now_view
         state = view.running.get(job_id) or view.pending.get(job_id)
-        return 0.0 if state is None else state.iters_at(now) * self._unit.get(job_id, 0.0)
+        facts = self._facts.get(job_id)
+        return 0.0 if state is None else state.iters_at(now) * (0.0 if facts is None else facts.unit)
 
     def _target_unit(self, ideal_rate: float) -> float:
         """Prediction-target units per iteration: tau* (seconds on the ideal placement) or 1."""
