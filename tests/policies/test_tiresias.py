@@ -6,6 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from policy_spy import Spy
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.errors import InputError
 from rackwise.perf.base import IdealPerf
@@ -17,19 +18,6 @@ from rackwise.sim.engine import Simulator, simulate
 from rackwise.workload.job import Job
 
 EXACT = IdealPerf(checkpoint_restore_s=0.0)
-
-
-class Spy(PolicyWrapper):
-    """Passes calls through to a policy and keeps every decision it returned."""
-
-    def __init__(self, inner: Tiresias) -> None:
-        super().__init__(inner)
-        self.decisions: list[tuple[float, Decisions]] = []
-
-    def schedule(self, view, now):  # type: ignore[no-untyped-def]
-        decisions = self.inner.schedule(view, now)
-        self.decisions.append((now, decisions))
-        return decisions
 
 
 def run(jobs: list[Job], policy: Tiresias, n_gpus_per_node: int = 4,

@@ -126,31 +126,20 @@ def test_las_order_keeps_the_policy_contract() -> None:
 
 
 def test_las_order_runs_tiresias_decisions_with_the_agents_placement() -> None:
-    """The same records as Tiresias where the agents' placement is Tiresias' own: for
-    one-GPU jobs, the first-fit anchor and first-fit placement both take the lowest free
-    GPU, so only Tiresias' order and preemptions decide."""
+    """Tiresias' own decisions where the agents' placement is Tiresias' own: for one-GPU
+    jobs, the first-fit anchor and first-fit placement both take the lowest free GPU, so
+    only Tiresias' order and preemptions decide."""
+    from policy_spy import Spy
     from rackwise.policies.tiresias import Tiresias
 
     rng = np.random.default_rng(5)
     jobs = [Job(f"j{i:02d}", float(t), 1, float(d), group=f"vc{i % 3}")
             for i, (t, d) in enumerate(zip(np.cumsum(rng.exponential(60.0, 40)),
                                            rng.lognormal(np.log(4800.0), 1.2, 40)))]
-    from rackwise.policies.base import PolicyWrapper
-
-    class Logged(PolicyWrapper):
-        def __init__(self, inner) -> None:  # type: ignore[no-untyped-def]
-            super().__init__(inner)
-            self.log: list[tuple[float, tuple[object, ...], tuple[str, ...]]] = []
-
-        def schedule(self, view, now):  # type: ignore[no-untyped-def]
-            decisions = super().schedule(view, now)
-            self.log.append((now, decisions.start, decisions.preempt))
-            return decisions
-
     cluster = uniform_cluster(2, 4, 2)
-    las, tiresias = Logged(make_policy("marl", order="las", placement="first-fit")), Logged(
+    las, tiresias = Spy(make_policy("marl", order="las", placement="first-fit")), Spy(
         Tiresias(placement="first-fit"))
     simulate(cluster, jobs, las, seed=3)
     simulate(cluster, jobs, tiresias, seed=3)
-    assert sum(len(preempt) for *_, preempt in las.log) >= 5
-    assert las.log == tiresias.log  # the same starts on the same GPUs, the same preemptions
+    assert sum(len(decisions.preempt) for _, decisions in las.decisions) >= 5
+    assert las.decisions == tiresias.decisions  # the same starts on the same GPUs, the same preemptions

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import bisect
 import importlib.util
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -40,6 +40,17 @@ from rackwise.workload.state import JobState
 
 INSTALL_HINT = "pip install 'rackwise[rl]'"
 ORDERS: tuple[str, ...] = ("fifo", "fewest-gpus", "las")
+
+
+@dataclass
+class _LasDecision:
+    """One scheduling call under ``order="las"``: what the placements inside it share."""
+
+    view: ClusterView
+    now: float
+    started: dict[str, Any] = field(default_factory=dict)  # job id -> `Placed`, in start order
+    queues: list[list[Job]] | None = None  # pending jobs per agent in Tiresias' order, once asked
+    asked: list[int] = field(default_factory=list)  # GPUs each of those queues asks for
 
 
 def _check_extra() -> None:
@@ -106,7 +117,7 @@ class Marl(BasePolicy):
             self.las_.reset(view, rng)
             self.las_.place_ = self._place_started
             self.agent_of_: dict[str, int] = {}
-            self.deciding_: tuple[ClusterView, float, dict[str, Any]] | None = None
+            self.deciding_: _LasDecision | None = None
 
     @property
     def capabilities(self) -> Capabilities:
@@ -135,7 +146,7 @@ class Marl(BasePolicy):
 
     def schedule(self, view: ClusterView, now: float) -> Decisions:
         if self.order == "las":
-            self.deciding_ = (view, now, {})
+            self.deciding_ = _LasDecision(view, now)
             try:
                 return self.las_.schedule(view, now)
             finally:
@@ -188,30 +199,33 @@ class Marl(BasePolicy):
         from rackwise.policies.parts.marl.features import Placed
         from rackwise.policies.parts.marl.placement import place_anchored
 
-        assert self.deciding_ is not None
-        view, now, started = self.deciding_
-        holding = {job_id: running for job_id, running in view.running.items()
+        decision = self.deciding_
+        assert decision is not None
+        holding = {job_id: running for job_id, running in decision.view.running.items()
                    if not free.is_free(running.gpu_ids[0])}
-        holding.update(started)
-        self.tracked_.sync(holding, free)
+        holding.update(decision.started)
+        tracked = self.tracked_
+        tracked.sync(holding, free)
+        if decision.queues is None:  # Tiresias' keys do not move within a call: sorted once
+            key_of = self.las_.key_of_
+            decision.queues = [[] for _ in range(self.n_agents_)]
+            for job_id, pending in decision.view.pending.items():
+                decision.queues[self.agent_of_[job_id]].append(pending.job)
+            for queue in decision.queues:
+                queue.sort(key=lambda queued: key_of[queued.job_id])
+            decision.asked = [sum(queued.n_gpus for queued in queue) for queue in decision.queues]
         job = state.job
         agent = self.agent_of_[job.job_id]
-        key_of = self.las_.key_of_
-        queues: list[list[Job]] = [[] for _ in range(self.n_agents_)]
-        for job_id, pending in view.pending.items():
-            if job_id != job.job_id and job_id not in started:
-                queues[self.agent_of_[job_id]].append(pending.job)
-        for queue in queues:
-            queue.sort(key=lambda queued: key_of[queued.job_id])
-        queues[agent].insert(0, job)
-        self.queues_ = queues
-        self.asked_ = [sum(queued.n_gpus for queued in queue) for queue in queues]
-        tracked = self.tracked_
-        server = self.decide(free, list(tracked.known.values()), agent, now, tracked.on_server,
+        rest = [queued for queued in decision.queues[agent] if queued is not job]
+        self.queues_ = [*decision.queues[:agent], [job, *rest], *decision.queues[agent + 1:]]
+        self.asked_ = decision.asked
+        server = self.decide(free, list(tracked.known.values()), agent, decision.now, tracked.on_server,
                              tracked.graph, self.asked_)
         gpus = place_anchored(free, job.n_gpus, server) if server is not None else None
         if gpus is not None:
-            started[job.job_id] = Placed(job, gpus)
+            decision.started[job.job_id] = Placed(job, gpus)
+            decision.queues[agent] = rest
+            decision.asked[agent] -= job.n_gpus
         return gpus
 
     def decide(self, free: Any, placed: list[Any], agent: int, now: float,
