@@ -33,7 +33,7 @@ from rackwise.backends.slurm_cli import SlurmCli, expand_hostlist, gpu_indices
 from rackwise.backends.slurm_jobs import decode_tags, submit_held
 from rackwise.engine.view import ClusterView
 from rackwise.errors import InvalidDecisionError
-from rackwise.policies.base import BasePolicy, Decisions, Policy
+from rackwise.policies.base import BasePolicy, Decisions, Policy, Start
 from rackwise.policies.parts.ordering import by_width, preempt_to_order
 from rackwise.policies.parts.placement import consolidated
 from rackwise.policies.registry import make_policy
@@ -569,3 +569,43 @@ def test_a_double_start_is_refused_before_anything_reaches_slurm(slurm: Loopback
     [job] = [j for j in cli.jobs() if j["job_id"] == ids["x"]]
     assert job["job_state"] == "PENDING"  # still held: the decision was refused whole
     assert not backend.observe().view.running
+
+
+@dataclass(kw_only=True)
+class SplitThenPack(BasePolicy):
+    """Once ``a`` and ``b`` (3 GPUs each) are pending, on a wholly free node and a later one
+    with 2 GPUs free: ``a`` gets the first node's last GPU and the later node's two, ``b`` the
+    first node's other three."""
+
+    name: ClassVar[str] = "split-then-pack-test"
+
+    def schedule(self, view: ClusterView, now: float) -> Decisions:
+        if not {"a", "b"} <= set(view.pending):
+            return Decisions()
+        nodes = view.topology.nodes
+        whole = [n for n in nodes if view.free_in_node(n.node_id) == n.n_gpus]
+        for first in whole:
+            later = [n for n in nodes[first.node_id + 1:] if view.free_in_node(n.node_id) >= 2]
+            if later:
+                pair = view.free_gpu_ids(later[0].node_id)[:2]
+                return Decisions(start=(Start("a", (first.gpu_ids[-1], *pair)),
+                                        Start("b", tuple(first.gpu_ids[:3]))))
+        return Decisions()  # a node not back up yet after the last test: ask again next poll
+
+
+def test_a_job_runs_only_on_its_decided_nodes_when_slurm_splits_another_differently(
+        slurm: LoopbackSlurm, tmp_path: Path) -> None:
+    """Slurm, not rackwise, splits a multi-node job's GPUs across its nodes: ``a`` is decided
+    as 1 GPU on one node and 2 on the next, and Slurm gives the first node the larger share.
+    ``b``, decided as 3 GPUs on that first node in the same call, then finds 2 free there: it
+    waits for them rather than spilling onto a node rackwise did not choose."""
+    jobs = [Job("a", 0.0, 3, 1 * H), Job("b", 0.0, 3, 1 * H)]
+    result, sampler, _ = replay(slurm, SplitThenPack(), jobs, tmp_path / "out", limit_s=60.0)
+    records = {r.job_id: r for r in result.records}
+    assert sorted(records) == ["a", "b"]
+    check_ran_once_where_decided(tmp_path / "out", jobs, result.decisions, records)
+    [a_nodes, b_nodes] = [d.nodes for d in result.decisions if d.action == "start"]
+    assert len(a_nodes) == 2 and b_nodes == a_nodes[:1]
+    a_run = read_runs(tmp_path / "out", "a")[0][0]  # its script runs on its first node
+    assert a_run["node"] == a_nodes[0] and len(a_run["gpus"].split(",")) == 2  # Slurm's split
+    assert not sampler.overlaps

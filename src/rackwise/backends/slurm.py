@@ -2,7 +2,7 @@
 
 Jobs rackwise manages carry a ``rackwise;...`` comment (see `slurm_jobs`)
 and wait in Slurm held. A start pins the job to the nodes its GPUs are on
-(``scontrol update JobId=N NumNodes=K ReqNodeList=...``) and releases it;
+(``scontrol update JobId=N NumNodes=K-K ReqNodeList=...``) and releases it;
 a preemption requeues it held (``scontrol requeuehold``). State is read
 from ``squeue --json`` and ``sinfo --json`` every round, so a restarted
 driver picks up where the last one stopped.
@@ -10,6 +10,9 @@ driver picks up where the last one stopped.
 GPU pinning is per node and by count: Slurm picks which GPU indices of a
 node a job gets, and how a multi-node job's GPUs split across its nodes.
 Once a job runs, the view shows the indices Slurm gave it (``gres_detail``).
+A split other than the policy's can leave a node short for the next job
+decided onto it: that job waits for the node (it never spills onto another),
+and is handed back to the policy if it waits past ``start_timeout_s``.
 
 The workload clock: ``now = (wall - t0) * time_scale``, with ``t0`` and the
 scale read from the jobs' comments when the backend is not given them.
@@ -648,7 +651,8 @@ class SlurmBackend:
             wait_s = math.ceil(float_tag(m.tags, "requeued_wall", 0.0) + RELAUNCH_GAP_S - self._clock())
             begin = f"now+{wait_s}" if wait_s > 0 else begin
         try:
-            self.cli.run(["scontrol", "update", f"JobId={m.slurm_id}", f"NumNodes={len(hosts)}",
+            # min and max: with a minimum alone Slurm may add nodes when the chosen ones are short
+            self.cli.run(["scontrol", "update", f"JobId={m.slurm_id}", f"NumNodes={len(hosts)}-{len(hosts)}",
                           f"ReqNodeList={','.join(hosts)}", f"StartTime={begin}", f"Comment={comment}"])
             m.tags = {"job": job_id, **tags}
             self.cli.run(["scontrol", "release", str(m.slurm_id)])
