@@ -43,8 +43,9 @@ left=$(printf '%s\\n' "$c" | tr ';' '\\n' | awk -F= '
   END {if (s <= 0) s = 1; x = (d - r) / s; if (x < 0) x = 0; printf "%.3f", x}')
 echo "start job=$SLURM_JOB_ID restart=${SLURM_RESTART_COUNT:-0} node=$SLURMD_NODENAME" \\
      "nodes=$SLURM_JOB_NODELIST gpus=$CUDA_VISIBLE_DEVICES sleep_s=$left t=$(date +%s.%N)"
-sleep "$left"
-echo "end job=$SLURM_JOB_ID restart=${SLURM_RESTART_COUNT:-0} t=$(date +%s.%N)"
+# A stop signals the shell and the sleep one after the other: the shell may outlive
+# the sleep long enough to go on, so only a sleep that ran out writes the end.
+sleep "$left" && echo "end job=$SLURM_JOB_ID restart=${SLURM_RESTART_COUNT:-0} t=$(date +%s.%N)"
 """
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_.:@+-]+$")
