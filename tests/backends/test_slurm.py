@@ -596,7 +596,7 @@ class SplitThenPack(BasePolicy):
 def test_a_job_runs_only_on_its_decided_nodes_when_slurm_splits_another_differently(
         slurm: LoopbackSlurm, tmp_path: Path) -> None:
     """Slurm, not rackwise, splits a multi-node job's GPUs across its nodes: ``a`` is decided
-    as 1 GPU on one node and 2 on the next, and Slurm gives the first node the larger share.
+    as 1 GPU on one node and 2 on a later one, and Slurm gives the first node the larger share.
     ``b``, decided as 3 GPUs on that first node in the same call, then finds 2 free there: it
     waits for them rather than spilling onto a node rackwise did not choose."""
     jobs = [Job("a", 0.0, 3, 1 * H), Job("b", 0.0, 3, 1 * H)]
