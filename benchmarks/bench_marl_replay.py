@@ -8,6 +8,9 @@ about and every batch of interference pairs, then:
   times: CPU microseconds per call, how many times a set of groups to
   recompute was looked up, and how many sets were kept (where the actor
   keeps them: the lookups that built one);
+* with ``--ops N``, profiles one more replay with torch's profiler: the N
+  operators with the most CPU time of their own, each with its calls per
+  observation and microseconds per call;
 * asks the interference model for each captured batch as one tensor pass
   and compares ``Predictor.pair_terms``' answer: the terms that differ
   (rounding that depends on a batch's size, where the predictor runs the
@@ -16,7 +19,7 @@ about and every batch of interference pairs, then:
 Prints one JSON line. Run with an older checkout first on ``PYTHONPATH``
 to compare:
 
-    cd benchmarks && python bench_marl_replay.py --trace itp_2021 --first-n 4000
+    cd benchmarks && python bench_marl_replay.py --trace itp_2021 --first-n 4000 [--ops 6]
 """
 
 from __future__ import annotations
@@ -67,6 +70,7 @@ def main() -> None:
     parser.add_argument("--trace", default="itp_2021", choices=sorted(SPEED_CLUSTERS))
     parser.add_argument("--first-n", type=int, default=4000)
     parser.add_argument("--passes", type=int, default=3)
+    parser.add_argument("--ops", type=int, default=0, help="profile one more replay: the top N operators")
     args = parser.parse_args()
 
     import torch
@@ -96,6 +100,17 @@ def main() -> None:
         kept = [getattr(groups, "_rows", None) for groups in (actor.servers, actor.racks)]
         kept_sets = None if None in kept else sum(len(k) for k in kept)  # type: ignore[arg-type]
 
+    inference._Groups.rows = rows_of  # type: ignore[method-assign]
+    top_ops = []
+    if args.ops:
+        actor = inference.CachedActor(checkpoint.actor_critic, topology)
+        with torch.profiler.profile() as profile:
+            for obs in observations:
+                actor.logits(obs)
+        averages = sorted(profile.key_averages(), key=lambda op: -op.self_cpu_time_total)[:args.ops]
+        top_ops = [{"op": op.key, "calls_per_observation": round(op.count / len(observations), 2),
+                    "self_us_per_call": round(op.self_cpu_time_total / op.count, 1)} for op in averages]
+
     predictor = checkpoint.predictor
     differ = total = 0
     for a, b, share in batches:
@@ -107,7 +122,7 @@ def main() -> None:
         total += len(a)
     print(json.dumps({"figure": "marl_replay", "trace": args.trace, "first_n": args.first_n,
                       "observations": len(observations), "actor_us_per_call": per_call_us,
-                      "group_set_lookups": calls[0], "kept_group_sets": kept_sets,
+                      "group_set_lookups": calls[0], "kept_group_sets": kept_sets, "top_ops": top_ops,
                       "pair_batches": len(batches), "pair_terms": total,
                       "pair_terms_unlike_one_batch_pass": differ, **provenance()}))
 

@@ -1,0 +1,81 @@
+"""Where Hadar's rounds go, counted: how many jobs a round plans, and how many find nothing.
+
+Runs ``hadar`` (its defaults) on the first N jobs of a trace (the cluster of
+``bench_policies.py speed``), ideal performance model, seed 0, with counters
+wrapped around its planner, and prints one JSON line:
+
+* ``rounds``: rounds planned, and ``jobs_planned``: jobs planned over all of
+  them (every active job is planned again each round);
+* ``jobs_offered_nothing``: planned jobs that found no free GPU of their
+  types in any slot of the price book, and ``offered_nothing_last``: those
+  that came after the round's last job offered something (all that an
+  early stop on a full book could skip);
+* ``cpu_us_per_job_planned``: the run's CPU time over ``jobs_planned``.
+
+``records_sha256`` is the same hash as ``bench_policies.py speed``'s: the
+counters change no decision. CPU seconds include the counters' own cost.
+
+    cd benchmarks && python bench_hadar_rounds.py --trace philly_2017 --first-n 10000
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import time
+from typing import Any
+
+from bench_policies import SPEED_CLUSTERS
+from provenance import provenance
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", default="philly_2017", choices=sorted(SPEED_CLUSTERS))
+    parser.add_argument("--first-n", type=int, default=10000)
+    args = parser.parse_args()
+
+    from rackwise import traces
+    from rackwise.cluster.topology import uniform_cluster
+    from rackwise.policies.parts.hadar_planning import HadarPlanner
+    from rackwise.policies.registry import make_policy
+    from rackwise.sim.engine import Simulator
+
+    counts = {"rounds": 0, "jobs_planned": 0, "jobs_offered_nothing": 0, "offered_nothing_last": 0}
+    offered: list[bool] = []  # per job planned this round: whether any slot offered it GPUs
+    rows_of, plan_of = HadarPlanner._rows, HadarPlanner._plan
+
+    def counted_rows(self: HadarPlanner, *args: Any) -> Any:
+        rows = rows_of(self, *args)
+        offered.append(any(rows))
+        return rows
+
+    def counted_plan(self: HadarPlanner, *args: Any) -> Any:
+        offered.clear()
+        layouts = plan_of(self, *args)
+        counts["rounds"] += 1
+        counts["jobs_planned"] += len(offered)
+        counts["jobs_offered_nothing"] += offered.count(False)
+        last = max((i for i, was in enumerate(offered) if was), default=-1)
+        counts["offered_nothing_last"] += len(offered) - 1 - last
+        return layouts
+
+    topology = uniform_cluster(*SPEED_CLUSTERS[args.trace])
+    jobs = traces.load(args.trace, first_n=args.first_n).drop_oversized(topology.n_gpus)
+    HadarPlanner._rows, HadarPlanner._plan = counted_rows, counted_plan  # type: ignore[method-assign]
+    try:
+        start = time.process_time()
+        result = Simulator(topology, jobs, make_policy("hadar"), seed=0).run()
+        cpu_s = time.process_time() - start
+    finally:
+        HadarPlanner._rows, HadarPlanner._plan = rows_of, plan_of  # type: ignore[method-assign]
+    digest = hashlib.sha256(repr(result.records).encode()).hexdigest()[:16]
+    print(json.dumps({"figure": "hadar_rounds", "trace": args.trace, "first_n": args.first_n, **counts,
+                      "cpu_s": round(cpu_s, 2),
+                      "cpu_us_per_job_planned": round(cpu_s / max(1, counts["jobs_planned"]) * 1e6, 1),
+                      "records_sha256": digest, **provenance()}))
+
+
+if __name__ == "__main__":
+    main()
