@@ -8,9 +8,13 @@ about and every batch of interference pairs, then:
   times: CPU microseconds per call, how many times a set of groups to
   recompute was looked up, and how many sets were kept (where the actor
   keeps them: the lookups that built one);
-* with ``--ops N``, profiles one more replay with torch's profiler: the N
-  operators with the most CPU time of their own, each with its calls per
+* with ``--ops N``, profiles one more replay with cProfile: the N
+  functions with the most time of their own, each with its calls per
   observation and microseconds per call;
+* with ``--network``, asks the torch network (`ActorCritic.logits`, a full
+  pass) about every observation too: the largest difference from the
+  actor's finite logits, and the observations where ``marl``'s choice (the
+  argmax on its 1/256 grid) differs;
 * asks the interference model for each captured batch as one tensor pass
   and compares ``Predictor.pair_terms``' answer: the terms that differ
   (rounding that depends on a batch's size, where the predictor runs the
@@ -19,7 +23,7 @@ about and every batch of interference pairs, then:
 Prints one JSON line. Run with an older checkout first on ``PYTHONPATH``
 to compare:
 
-    cd benchmarks && python bench_marl_replay.py --trace itp_2021 --first-n 4000 [--ops 6]
+    cd benchmarks && python bench_marl_replay.py --trace itp_2021 --first-n 4000 [--ops 6] [--network]
 """
 
 from __future__ import annotations
@@ -70,26 +74,29 @@ def main() -> None:
     parser.add_argument("--trace", default="itp_2021", choices=sorted(SPEED_CLUSTERS))
     parser.add_argument("--first-n", type=int, default=4000)
     parser.add_argument("--passes", type=int, default=3)
-    parser.add_argument("--ops", type=int, default=0, help="profile one more replay: the top N operators")
+    parser.add_argument("--ops", type=int, default=0, help="profile one more replay: the top N functions")
+    parser.add_argument("--network", action="store_true", help="compare with the torch network's logits")
     args = parser.parse_args()
 
     import torch
+    from threadpoolctl import threadpool_limits
 
     from rackwise.policies.marl import _cached
     from rackwise.policies.parts.marl import inference
 
     torch.set_num_threads(1)
+    threadpool_limits(1, user_api="blas")  # as marl runs
     topology, observations, batches = capture(args.trace, args.first_n)
     checkpoint = _cached(None)
     per_call_us = []
-    kept_sets = None
-    rows_of, calls = inference._Groups.rows, [0]
+    lookup = "of_members" if hasattr(inference._Groups, "of_members") else "rows"  # older checkouts: rows
+    lookup_of, calls = getattr(inference._Groups, lookup), [0]
 
-    def counted_rows(self: Any, changed: Any) -> Any:
+    def counted_lookup(self: Any, changed: Any) -> Any:
         calls[0] += 1
-        return rows_of(self, changed)
+        return lookup_of(self, changed)
 
-    inference._Groups.rows = counted_rows  # type: ignore[method-assign]
+    setattr(inference._Groups, lookup, counted_lookup)
     for _ in range(args.passes):
         calls[0] = 0
         actor = inference.CachedActor(checkpoint.actor_critic, topology)
@@ -97,19 +104,38 @@ def main() -> None:
         for obs in observations:
             actor.logits(obs)
         per_call_us.append(round((time.process_time() - start) / len(observations) * 1e6, 1))
-        kept = [getattr(groups, "_rows", None) for groups in (actor.servers, actor.racks)]
-        kept_sets = None if None in kept else sum(len(k) for k in kept)  # type: ignore[arg-type]
+    setattr(inference._Groups, lookup, lookup_of)
 
-    inference._Groups.rows = rows_of  # type: ignore[method-assign]
     top_ops = []
     if args.ops:
+        import cProfile
+        import pstats
+
         actor = inference.CachedActor(checkpoint.actor_critic, topology)
-        with torch.profiler.profile() as profile:
+        with cProfile.Profile() as profile:
             for obs in observations:
                 actor.logits(obs)
-        averages = sorted(profile.key_averages(), key=lambda op: -op.self_cpu_time_total)[:args.ops]
-        top_ops = [{"op": op.key, "calls_per_observation": round(op.count / len(observations), 2),
-                    "self_us_per_call": round(op.self_cpu_time_total / op.count, 1)} for op in averages]
+        stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+        top = sorted(stats.items(), key=lambda item: -item[1][2])[:args.ops]  # by time of its own
+        top_ops = [{"function": f"{name} ({file.rsplit('/', 1)[-1]}:{line})",
+                    "calls_per_observation": round(calls_made / len(observations), 2),
+                    "self_us_per_call": round(own_s / calls_made * 1e6, 1)}
+                   for (file, line, name), (_, calls_made, own_s, _, _) in top]
+
+    network = {}
+    if args.network:
+        from rackwise.policies.parts.marl.encoder import stack_obs, topology_index
+
+        actor, index = inference.CachedActor(checkpoint.actor_critic, topology), topology_index(topology)
+        largest, choices_differ = 0.0, 0
+        for obs in observations:
+            ours = np.asarray(actor.logits(obs)).reshape(-1)
+            with torch.inference_mode():
+                theirs = checkpoint.actor_critic.logits(stack_obs([obs]), *index)[0][0].numpy()
+            finite = np.isfinite(theirs)
+            largest = max(largest, float(np.abs(ours[finite] - theirs[finite]).max()))
+            choices_differ += int(np.round(ours * 256.0).argmax() != np.round(theirs * 256.0).argmax())
+        network = {"largest_logit_difference": largest, "choices_unlike_the_network": choices_differ}
 
     predictor = checkpoint.predictor
     differ = total = 0
@@ -122,7 +148,7 @@ def main() -> None:
         total += len(a)
     print(json.dumps({"figure": "marl_replay", "trace": args.trace, "first_n": args.first_n,
                       "observations": len(observations), "actor_us_per_call": per_call_us,
-                      "group_set_lookups": calls[0], "kept_group_sets": kept_sets, "top_ops": top_ops,
+                      "group_set_lookups": calls[0], "top_ops": top_ops, **network,
                       "pair_batches": len(batches), "pair_terms": total,
                       "pair_terms_unlike_one_batch_pass": differ, **provenance()}))
 

@@ -65,7 +65,9 @@ class Marl(BasePolicy):
     Args:
         checkpoint: Path (stem, ``.pt`` or ``.json``) of a checkpoint from
             ``rackwise train-marl``; None: the one shipped with rackwise.
-        torch_threads: Threads torch may use (1 is fastest for one small decision).
+        threads: Threads torch (the interference model) and numpy's BLAS (the
+            actor) may use: 1 is fastest for one small decision, and a BLAS
+            thread left waiting burns a core.
         placement: ``"learned"`` (the trained actor) or a fixed anchor rule of
             `ANCHOR_RULES` (``first-fit``, ``spread``, ``consolidated``,
             ``greedy`` with the checkpoint's interference model, ``random``):
@@ -81,7 +83,7 @@ class Marl(BasePolicy):
     name: ClassVar[str] = "marl"
     needs_extra: ClassVar[str | None] = "rl"
     checkpoint: str | None = None
-    torch_threads: int = 1
+    threads: int = 1
     placement: str = "learned"
     order: str = "fifo"
 
@@ -99,12 +101,14 @@ class Marl(BasePolicy):
         super().reset(view, rng)
         _check_extra()
         import torch
+        from threadpoolctl import threadpool_limits
 
         from rackwise.policies.parts.marl.features import GraphIndex
         from rackwise.policies.parts.marl.inference import CachedActor
         from rackwise.policies.parts.marl.tracking import TrackedCluster
 
-        torch.set_num_threads(self.torch_threads)
+        torch.set_num_threads(self.threads)
+        threadpool_limits(self.threads, user_api="blas")
         self.checkpoint_ = _cached(self.checkpoint)
         self.n_agents_ = self.checkpoint_.config.n_agents
         self.index_ = GraphIndex.of(view.topology)
@@ -237,8 +241,6 @@ class Marl(BasePolicy):
         ``on_server``: the residents of ``placed`` per server, ``graph``: their
         `GraphFeatures`, and ``asked``: the GPUs each queue asks for, if the caller keeps them.
         """
-        import torch
-
         from rackwise.policies.parts.marl.features import observation
 
         learned = self.placement == "learned"
@@ -258,7 +260,7 @@ class Marl(BasePolicy):
             logits = self.actor_.logits(obs)
             # Kernels differ in the last bits between CPUs (AVX2, AVX-512, none): compare logits on a
             # coarser grid, first server first on a tie, so the choice is the same on every machine.
-            action = int(torch.round(logits[0] * 256.0).argmax())
+            action = int(np.round(logits * 256.0).argmax())
         return action if action < free.topology.n_nodes else None
 
     def _feasible_anchors(self, free: Any, agent: int) -> np.ndarray:

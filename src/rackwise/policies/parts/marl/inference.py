@@ -1,4 +1,11 @@
-"""The actor at run time: one observation after another of one cluster, unchanged parts kept.
+"""The actor at run time, in numpy: one observation after another of one cluster, unchanged parts kept.
+
+A decision asks the actor about one observation. torch spends most of such
+a call dispatching about a hundred small operators (docs/benchmarks.md,
+thirty-third run), so `CachedActor` runs the same layers, with the trained
+float32 weights read once from `ActorCritic`, as numpy array operations.
+Its logits agree with `ActorCritic.logits` to about 1e-6 (the kernels sum
+in other orders); ``marl`` compares logits on a 1/256 grid for that reason.
 
 The encoder passes messages among the GPUs of one server, then among the
 servers of one rack (`HierarchicalEncoder.gpu_level`, `.server_level`), so a
@@ -7,161 +14,237 @@ server embeddings on its own servers alone. `CachedActor` keeps both and
 works them out again only for the servers and racks whose features changed
 since the last call: a start touches a server or a few, where the full pass
 runs over every GPU and server of the cluster. The rack and datacenter
-levels and the heads run in full. Each recomputed row goes through the same
-operations on the same inputs as in the full pass, so the logits are the
-same bit for bit.
+levels and the heads run in full. A recomputed row goes through the same
+operations on the same inputs as in a pass over every row, so the logits
+are those of a pass from scratch, bit for bit.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from rackwise.policies.parts.marl import require
-from rackwise.policies.parts.marl.encoder import (
-    group_counts,
-    scatter_max,
-    scatter_mean,
-    topology_index,
-)
-
-if TYPE_CHECKING:
-    import torch
-
-torch = require("torch")
-
-# Matrix products of a handful of rows take another kernel, which rounds differently from
-# the one a full pass uses; recomputing at least this many rows keeps to the latter.
-MIN_ROWS = 64
 _ROWS_KEPT = 1024  # sets of groups whose rows are kept (then forgotten all at once)
 
 
-class _Groups:
-    """Members of each group (GPUs of a server, servers of a rack), each in ascending order."""
-
-    def __init__(self, group_of: torch.Tensor, n_groups: int) -> None:
-        self.index = group_of
-        self.group_of = group_of.numpy()
-        self.n_groups = n_groups
-        self.counts = group_counts(group_of, n_groups)  # `scatter_mean`'s divisor over all groups
-        order = np.argsort(self.group_of, kind="stable")
-        self.sizes = np.bincount(self.group_of, minlength=n_groups)
-        self.members = np.split(order, np.cumsum(self.sizes)[:-1])
-        self._rows: dict[tuple[int, ...], _Rows] = {}  # by chosen groups: few sets recur
-
-    def rows(self, changed: np.ndarray) -> _Rows | None:
-        """The groups of the ``changed`` members (with more, up to `MIN_ROWS` rows); None if that
-        is every group."""
-        chosen = sorted(set(self.group_of[changed].tolist()))
-        n_rows = int(self.sizes[chosen].sum())
-        if n_rows < MIN_ROWS:  # an unchanged group comes out the same: add some
-            taken = set(chosen)
-            for group in range(self.n_groups):
-                if n_rows >= MIN_ROWS:
-                    break
-                if group not in taken:
-                    chosen.append(group)
-                    n_rows += int(self.sizes[group])
-            chosen.sort()
-        if len(chosen) == self.n_groups:
-            return None
-        key = tuple(chosen)
-        rows = self._rows.get(key)
-        if rows is None:
-            if len(self._rows) >= _ROWS_KEPT:
-                self._rows.clear()
-            sizes = self.sizes[chosen]
-            rows = self._rows[key] = _Rows(
-                torch.as_tensor(chosen), torch.from_numpy(np.concatenate([self.members[g] for g in chosen])),
-                torch.from_numpy(np.repeat(np.arange(len(chosen)), sizes)),
-                torch.from_numpy(sizes).clamp(min=1).to(torch.float32))
-        return rows
+def _relu(x: np.ndarray) -> np.ndarray:
+    """ReLU in place."""
+    np.maximum(x, 0.0, out=x)
+    return x
 
 
 @dataclass(frozen=True)
-class _Rows:
-    """Some groups: their ids, their members' rows in the full pass's order, each row's group
-    among them, and the groups' `group_counts`."""
+class _Linear:
+    """``x @ weight + bias``: a torch ``Linear``'s weights, transposed once."""
 
-    groups: torch.Tensor
-    rows: torch.Tensor
-    local: torch.Tensor
-    counts: torch.Tensor
+    weight: np.ndarray
+    bias: np.ndarray
 
-    @property
-    def n_groups(self) -> int:
-        return len(self.groups)
+    @classmethod
+    def of(cls, module: Any) -> _Linear:
+        return cls(np.ascontiguousarray(module.weight.detach().numpy().T), module.bias.detach().numpy().copy())
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        out: np.ndarray = x @ self.weight
+        out += self.bias
+        return out
+
+
+@dataclass(frozen=True)
+class _Mlp:
+    """A torch ``mlp``: linear, ReLU, linear."""
+
+    first: _Linear
+    second: _Linear
+
+    @classmethod
+    def of(cls, module: Any) -> _Mlp:
+        return cls(_Linear.of(module[0]), _Linear.of(module[2]))
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return self.second(_relu(self.first(x)))
+
+
+@dataclass(frozen=True)
+class _Siblings:
+    """One round of sibling message passing (`encoder._Siblings`): h <- LN(h + ReLU(W [h, mean of siblings]))."""
+
+    update: _Linear
+    scale: np.ndarray
+    shift: np.ndarray
+    eps: float
+
+    @classmethod
+    def of(cls, module: Any) -> _Siblings:
+        norm = module.norm
+        return cls(_Linear.of(module.update), norm.weight.detach().numpy().copy(),
+                   norm.bias.detach().numpy().copy(), float(norm.eps))
+
+    def __call__(self, h: np.ndarray, message: np.ndarray) -> np.ndarray:
+        x: np.ndarray = h + _relu(self.update(np.concatenate([h, message], axis=1)))
+        # LayerNorm with the biased variance, as torch's; ``x.mean`` is this sum and division,
+        # with Python around it
+        width = x.shape[1]
+        x -= np.add.reduce(x, axis=1, keepdims=True) / width
+        x /= np.sqrt(np.add.reduce(x * x, axis=1, keepdims=True) / width + self.eps)
+        x *= self.scale
+        x += self.shift
+        return x
+
+
+@dataclass(frozen=True)
+class _Segments:
+    """Some groups' members, listed group after group (every group has a member: a server has
+    GPUs, a rack servers).
+
+    Attributes:
+        groups: The groups' ids, ascending.
+        rows: Their members' rows, group after group, each group's ascending.
+        local: Each row's group, as a position in ``groups``.
+        starts: Where each group's rows start in ``rows``.
+        counts: The groups' sizes, as a float32 column: the mean's divisor.
+    """
+
+    groups: np.ndarray
+    rows: np.ndarray
+    local: np.ndarray
+    starts: np.ndarray
+    counts: np.ndarray
+
+    @classmethod
+    def of(cls, groups: np.ndarray, members: list[np.ndarray]) -> _Segments:
+        sizes = np.array([len(members[g]) for g in groups], dtype=np.int64)
+        return cls(groups, np.concatenate([members[g] for g in groups]), np.repeat(np.arange(len(groups)), sizes),
+                   np.cumsum(sizes) - sizes, sizes.astype(np.float32)[:, None])
+
+    def mean(self, x: np.ndarray) -> np.ndarray:
+        """Mean of each group's rows of ``x`` (rows in ``rows``' order)."""
+        out: np.ndarray = np.add.reduceat(x, self.starts, axis=0) / self.counts
+        return out
+
+    def max(self, x: np.ndarray) -> np.ndarray:
+        """Max of each group's rows of ``x``."""
+        out: np.ndarray = np.maximum.reduceat(x, self.starts, axis=0)
+        return out
+
+
+class _Groups:
+    """Members of each group (GPUs of a server, servers of a rack), and segments of some groups."""
+
+    def __init__(self, group_of: np.ndarray, n_groups: int) -> None:
+        self.group_of = group_of
+        self.n_groups = n_groups
+        order = np.argsort(group_of, kind="stable")
+        sizes = np.bincount(group_of, minlength=n_groups)
+        self.members = np.split(order, np.cumsum(sizes)[:-1])
+        self.all = _Segments.of(np.arange(n_groups), self.members)
+        self._kept: dict[tuple[int, ...], _Segments] = {}  # by chosen groups: few sets recur
+
+    def of_members(self, changed: np.ndarray) -> _Segments:
+        """The groups of the ``changed`` members."""
+        chosen = np.unique(self.group_of[changed])
+        if len(chosen) == self.n_groups:
+            return self.all
+        key = tuple(chosen.tolist())
+        segments = self._kept.get(key)
+        if segments is None:
+            if len(self._kept) >= _ROWS_KEPT:
+                self._kept.clear()
+            segments = self._kept[key] = _Segments.of(chosen, self.members)
+        return segments
 
 
 def _changed_rows(new: np.ndarray, old: np.ndarray) -> np.ndarray:
     # few rows change: finding the changed cells first is cheaper than a reduction per row
-    return np.unique(np.flatnonzero(new.ravel() != old.ravel()) // new.shape[1])
+    rows: np.ndarray = np.flatnonzero(new.ravel() != old.ravel()) // new.shape[1]
+    if len(rows) > 1:  # ascending: keep the first of each run
+        rows = rows[np.concatenate(([True], rows[1:] != rows[:-1]))]
+    return rows
 
 
 class CachedActor:
-    """The actor's masked logits (as `ActorCritic.logits`) for observations of one topology."""
+    """The actor's masked logits (as `ActorCritic.logits`, batch of one) for observations of one topology.
+
+    Args:
+        model: A trained `ActorCritic`; its actor's weights are copied, so later training does not reach here.
+        topology: The cluster every observation describes.
+    """
 
     def __init__(self, model: Any, topology: Any) -> None:
-        self.model = model
-        gpu_server, self.server_rack = topology_index(topology)
-        self.servers = _Groups(gpu_server, topology.n_nodes)
+        encoder = model.actor_encoder
+        self.gpu_in, self.server_in, self.rack_in = (
+            _Linear.of(encoder.gpu_in), _Linear.of(encoder.server_in), _Linear.of(encoder.rack_in))
+        self.gpu_rounds, self.server_rounds, self.rack_rounds = (
+            [_Siblings.of(layer) for layer in level] for level in encoder.levels)
+        self.server_pool, self.rack_pool, self.dc_pool = (
+            _Linear.of(encoder.server_pool), _Linear.of(encoder.rack_pool), _Linear.of(encoder.dc_pool))
+        self.job_in, self.candidate_in = _Mlp.of(model.job_in), _Linear.of(model.candidate_in)
+        self.server_head, self.wait_head = _Mlp.of(model.server_head), _Mlp.of(model.wait_head)
+        self.server_rack = np.asarray(topology.node_rack, dtype=np.int64)
+        self.servers = _Groups(np.asarray(topology.gpu_node, dtype=np.int64), topology.n_nodes)
         self.racks = _Groups(self.server_rack, topology.n_racks)
         self.last: dict[str, np.ndarray] = {}  # the GPU and server features seen last
-        self.kept: dict[str, torch.Tensor] = {}  # per server: gpu_mean, gpu_max, z_s; per rack: mean, max
+        self.kept: dict[str, np.ndarray] = {}  # per server: gpu_mean, gpu_max, z_s; per rack: mean, max
 
-    def logits(self, obs: dict[str, np.ndarray]) -> torch.Tensor:
-        """Masked logits over the servers plus "wait" (last), batch of one."""
-        # a batch of one, as `stack_obs` gives it, without copying: the same numbers in the same layout
-        batch = {key: torch.from_numpy(value[None]) for key, value in obs.items()}
-        batch["mask"] = batch["mask"].bool()
-        encoder = self.model.actor_encoder
-        with torch.inference_mode():
-            if not self.last:
-                self._gpu_level(None, batch)
-                self._server_level(None, batch)
-            else:
-                gpus = _changed_rows(obs["gpu"], self.last["gpu"])
-                if gpus.size:
-                    self._gpu_level(self.servers.rows(gpus), batch)
-                servers = np.union1d(np.unique(self.servers.group_of[gpus]),
-                                     _changed_rows(obs["server"], self.last["server"]))
-                if servers.size:
-                    self._server_level(self.racks.rows(servers), batch)
-            self.last = {"gpu": obs["gpu"], "server": obs["server"]}
-            kept = self.kept
-            z = {"server": kept["z_s"],
-                 **encoder.rack_levels(kept["rack_mean"], kept["rack_max"], batch["rack"])}
-            scores: torch.Tensor = self.model.actor_scores(z, batch, self.server_rack)
+    def logits(self, obs: dict[str, np.ndarray]) -> np.ndarray:
+        """Masked logits over the servers plus "wait" (last): -inf where the mask forbids."""
+        if not self.last:
+            self._gpu_level(self.servers.all, obs["gpu"])
+            self._server_level(self.racks.all, obs["server"])
+        else:
+            gpus = _changed_rows(obs["gpu"], self.last["gpu"])
+            if gpus.size:
+                self._gpu_level(self.servers.of_members(gpus), obs["gpu"])
+            servers = np.union1d(self.servers.group_of[gpus], _changed_rows(obs["server"], self.last["server"]))
+            if servers.size:
+                self._server_level(self.racks.of_members(servers), obs["server"])
+        self.last = {"gpu": obs["gpu"], "server": obs["server"]}
+        z_r, z_dc = self._rack_levels(obs["rack"])
+        return self._scores(z_r, z_dc, obs)
+
+    def _gpu_level(self, some: _Segments, gpu: np.ndarray) -> None:
+        """Pooled GPU embeddings again, of ``some`` servers."""
+        h = _relu(self.gpu_in(gpu[some.rows]))
+        for layer in self.gpu_rounds:
+            h = layer(h, some.mean(h)[some.local])
+        self._put("gpu_mean", some.groups, some.mean(h))
+        self._put("gpu_max", some.groups, some.max(h))
+
+    def _server_level(self, some: _Segments, server: np.ndarray) -> None:
+        """Server embeddings and their per-rack pools again, of the servers of ``some`` racks."""
+        rows, kept = some.rows, self.kept
+        z_s = _relu(self.server_pool(np.concatenate([
+            kept["gpu_mean"][rows], kept["gpu_max"][rows], _relu(self.server_in(server[rows]))], axis=1)))
+        for layer in self.server_rounds:
+            z_s = layer(z_s, some.mean(z_s)[some.local])
+        self._put("z_s", rows, z_s)
+        self._put("rack_mean", some.groups, some.mean(z_s))
+        self._put("rack_max", some.groups, some.max(z_s))
+
+    def _put(self, name: str, rows: np.ndarray, values: np.ndarray) -> None:
+        kept = self.kept.get(name)
+        if kept is None:  # the first pass covers every row
+            kept = self.kept[name] = np.empty_like(values)
+        kept[rows] = values
+
+    def _rack_levels(self, rack: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Rack embeddings (one group: every rack sees every other) and the datacenter's."""
+        z_r = _relu(self.rack_pool(np.concatenate(
+            [self.kept["rack_mean"], self.kept["rack_max"], _relu(self.rack_in(rack))], axis=1)))
+        for layer in self.rack_rounds:
+            z_r = layer(z_r, np.broadcast_to(z_r.mean(axis=0), z_r.shape))
+        z_dc = _relu(self.dc_pool(np.concatenate([z_r.mean(axis=0), z_r.max(axis=0)])))
+        return z_r, z_dc
+
+    def _scores(self, z_r: np.ndarray, z_dc: np.ndarray, obs: dict[str, np.ndarray]) -> np.ndarray:
+        z_s = self.kept["z_s"]
+        n_servers = len(z_s)
+        job = self.job_in(obs["job"])
+        per_server = np.concatenate([
+            z_s, z_r[self.server_rack], np.broadcast_to(z_dc, (n_servers, len(z_dc))),
+            np.broadcast_to(job, (n_servers, len(job))), _relu(self.candidate_in(obs["candidate"]))], axis=1)
+        scores = np.concatenate([self.server_head(per_server)[:, 0], self.wait_head(np.concatenate([z_dc, job]))])
+        scores[obs["mask"] == 0] = -np.inf
         return scores
-
-    def _gpu_level(self, some: _Rows | None, batch: dict[str, torch.Tensor]) -> None:
-        """Pooled GPU embeddings again, of ``some`` servers or (None) of all."""
-        encoder, kept, servers = self.model.actor_encoder, self.kept, self.servers
-        if some is None:
-            h = encoder.gpu_level(batch["gpu"], servers.index, servers.n_groups, servers.counts)
-            kept["gpu_mean"] = scatter_mean(h, servers.index, servers.n_groups, servers.counts)
-            kept["gpu_max"] = scatter_max(h, servers.index, servers.n_groups)
-            return
-        h = encoder.gpu_level(batch["gpu"][:, some.rows], some.local, some.n_groups, some.counts)
-        kept["gpu_mean"][:, some.groups] = scatter_mean(h, some.local, some.n_groups, some.counts)
-        kept["gpu_max"][:, some.groups] = scatter_max(h, some.local, some.n_groups)
-
-    def _server_level(self, some: _Rows | None, batch: dict[str, torch.Tensor]) -> None:
-        """Server embeddings and their per-rack pools again, of the servers of ``some`` racks or
-        (None) of all."""
-        encoder, kept, racks = self.model.actor_encoder, self.kept, self.racks
-        if some is None:
-            z_s = encoder.server_level(kept["gpu_mean"], kept["gpu_max"], batch["server"], racks.index,
-                                       racks.n_groups, racks.counts)
-            kept["z_s"] = z_s
-            kept["rack_mean"] = scatter_mean(z_s, racks.index, racks.n_groups, racks.counts)
-            kept["rack_max"] = scatter_max(z_s, racks.index, racks.n_groups)
-            return
-        rows = some.rows
-        z_s = encoder.server_level(kept["gpu_mean"][:, rows], kept["gpu_max"][:, rows], batch["server"][:, rows],
-                                   some.local, some.n_groups, some.counts)
-        kept["z_s"][:, rows] = z_s
-        kept["rack_mean"][:, some.groups] = scatter_mean(z_s, some.local, some.n_groups, some.counts)
-        kept["rack_max"][:, some.groups] = scatter_max(z_s, some.local, some.n_groups)
