@@ -76,6 +76,7 @@ def main() -> None:
     parser.add_argument("--passes", type=int, default=3)
     parser.add_argument("--ops", type=int, default=0, help="profile one more replay: the top N functions")
     parser.add_argument("--network", action="store_true", help="compare with the torch network's logits")
+    parser.add_argument("--blas-threads", type=int, default=1, help="numpy's BLAS threads (marl runs with 1)")
     args = parser.parse_args()
 
     import torch
@@ -85,8 +86,8 @@ def main() -> None:
     from rackwise.policies.parts.marl import inference
 
     torch.set_num_threads(1)
-    threadpool_limits(1, user_api="blas")  # as marl runs
     topology, observations, batches = capture(args.trace, args.first_n)
+    threadpool_limits(args.blas_threads, user_api="blas")  # marl's run set 1
     checkpoint = _cached(None)
     per_call_us = []
     lookup = "of_members" if hasattr(inference._Groups, "of_members") else "rows"  # older checkouts: rows
@@ -147,6 +148,7 @@ def main() -> None:
         differ += int((predictor.pair_terms(a, b, share) != model.astype(np.float64)).sum())
         total += len(a)
     print(json.dumps({"figure": "marl_replay", "trace": args.trace, "first_n": args.first_n,
+                      "blas_threads": args.blas_threads,
                       "observations": len(observations), "actor_us_per_call": per_call_us,
                       "group_set_lookups": calls[0], "top_ops": top_ops, **network,
                       "pair_batches": len(batches), "pair_terms": total,
