@@ -30,7 +30,7 @@ import numpy as np
 from rackwise.cluster.allocation import FreeGpus
 from rackwise.cluster.topology import Topology
 from rackwise.perf.catalogue import CATALOGUE
-from rackwise.policies.parts.marl.placement import feasible_mask, place_anchored
+from rackwise.policies.parts.marl.placement import anchored_gpus, feasible_mask
 from rackwise.workload.job import Job
 
 FAMILIES: tuple[str, ...] = tuple(dict.fromkeys(spec.family for spec in CATALOGUE.values()))
@@ -303,18 +303,18 @@ def candidates(free: FreeGpus, job: Job, on_server: list[list[tuple[Placed, floa
     feats[whole, 0] = 1.0
     feats[whole, 1] = (room[whole] - job.n_gpus) / index.server_size[whole]
     feats[whole, 2] = min(1 / min_servers, 4.0) / 4.0
+    gpu_server, node_rack = topology.gpu_node, topology.node_rack
     for s in np.flatnonzero(mask & ~whole).tolist():
-        ids = place_anchored(free, job.n_gpus, s)
+        ids = anchored_gpus(free, job.n_gpus, s)
         if ids is None:  # cannot happen for a feasible anchor; stay safe
             mask[s] = False
             continue
-        used = np.unique(index.gpu_server[np.asarray(ids)])
-        racks = np.unique(index.server_rack[used])
+        used = {gpu_server[g] for g in ids}
         feats[s, 0] = 1.0
-        feats[s, 1] = (free.free_in_node(s) - sum(1 for g in ids if index.gpu_server[g] == s)) \
+        feats[s, 1] = (free.free_in_node(s) - sum(1 for g in ids if gpu_server[g] == s)) \
             / index.server_size[s]
         feats[s, 2] = min(len(used) / min_servers, 4.0) / 4.0
-        feats[s, 3] = float(len(racks) > 1)
+        feats[s, 3] = float(len({node_rack[n] for n in used}) > 1)
     if predictor is not None and mask.any():
         self_log, others = predictor.candidate_effects(job, on_server, np.flatnonzero(mask), index)  # type: ignore[attr-defined]
         feats[mask, 4] = np.clip(self_log * 10.0, 0.0, 4.0)

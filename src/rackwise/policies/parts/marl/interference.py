@@ -173,27 +173,26 @@ class Predictor:
         resident_lists = [on_server[s] for s in slots]
         n_each = np.fromiter((len(items) for items in resident_lists), np.int64, len(slots))
         n_pairs = int(n_each.sum())
-        self_log = np.zeros(len(servers))
-        others = np.zeros(len(servers))
-        if n_pairs:
-            # two terms per resident, in resident order: the head beside it (kind 0), it beside the head (1)
-            other = np.fromiter((model_index(item.job.model) for items in resident_lists for item, _ in items),
-                                np.int64, n_pairs)
-            other_share = np.fromiter((share for items in resident_lists for _, share in items),
-                                      np.float64, n_pairs)
-            size = index.server_size[servers]
-            head_share = np.minimum(job.n_gpus, size) / size
-            owner = np.repeat(np.arange(len(slots)), n_each)
-            a = np.empty(2 * n_pairs, dtype=np.int64)
-            b = np.empty(2 * n_pairs, dtype=np.int64)
-            share = np.empty(2 * n_pairs)
-            a[0::2], a[1::2] = head, other
-            b[0::2], b[1::2] = other, head
-            share[0::2], share[1::2] = other_share, head_share[owner]
-            terms = self.pair_terms(a, b, share)
-            np.add.at(self_log, owner, terms[0::2])
-            np.add.at(others, owner, terms[1::2])
-        return self_log, others
+        if not n_pairs:
+            return np.zeros(len(servers)), np.zeros(len(servers))
+        # two terms per resident, in resident order: the head beside it (kind 0), it beside the head (1)
+        other = np.fromiter((model_index(item.job.model) for items in resident_lists for item, _ in items),
+                            np.int64, n_pairs)
+        other_share = np.fromiter((share for items in resident_lists for _, share in items),
+                                  np.float64, n_pairs)
+        size = index.server_size[servers]
+        head_share = np.minimum(job.n_gpus, size) / size
+        owner = np.repeat(np.arange(len(slots)), n_each)
+        a = np.empty(2 * n_pairs, dtype=np.int64)
+        b = np.empty(2 * n_pairs, dtype=np.int64)
+        share = np.empty(2 * n_pairs)
+        a[0::2], a[1::2] = head, other
+        b[0::2], b[1::2] = other, head
+        share[0::2], share[1::2] = other_share, head_share[owner]
+        terms = self.pair_terms(a, b, share)
+        # each server's terms added one after another from 0, in resident order, as a loop would
+        return (np.bincount(owner, weights=terms[0::2], minlength=len(slots)),
+                np.bincount(owner, weights=terms[1::2], minlength=len(slots)))
 
 
 def mae(prediction: np.ndarray, truth: np.ndarray) -> float:

@@ -27,9 +27,14 @@ def feasible_mask(free: FreeGpus, n_gpus: int, server_size: np.ndarray) -> np.nd
 
 def place_anchored(free: FreeGpus, n_gpus: int, server: int) -> tuple[int, ...] | None:
     """GPU ids for a job of ``n_gpus`` anchored at ``server``, or None if the anchor is not allowed."""
-    topology = free.topology
-    if not 0 <= server < topology.n_nodes or not feasible_servers_one(free, n_gpus, server):
+    if not 0 <= server < free.topology.n_nodes or not feasible_servers_one(free, n_gpus, server):
         return None
+    return anchored_gpus(free, n_gpus, server)
+
+
+def anchored_gpus(free: FreeGpus, n_gpus: int, server: int) -> tuple[int, ...] | None:
+    """`place_anchored` for an anchor already known to be allowed (`feasible_mask`)."""
+    topology = free.topology
     own = free.free_gpu_ids(server)[:n_gpus]
     need = n_gpus - len(own)
     if need == 0:
