@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
 from tests.benchmark_scripts import BENCHMARKS
 
 pytest.importorskip("torch", reason="needs the rl extra: pip install 'rackwise[rl]'")

@@ -34,21 +34,11 @@ torch = require("torch")
 nn = torch.nn
 
 
-def scatter_mean(x: torch.Tensor, index: torch.Tensor, n_out: int,
-                 counts: torch.Tensor | None = None) -> torch.Tensor:
-    """Mean of rows of ``x`` (B, N, F) grouped by ``index`` (N,) into (B, n_out, F).
-
-    ``counts``: `group_counts` of ``index``, if the caller keeps them.
-    """
+def scatter_mean(x: torch.Tensor, index: torch.Tensor, n_out: int) -> torch.Tensor:
+    """Mean of rows of ``x`` (B, N, F) grouped by ``index`` (N,) into (B, n_out, F)."""
     out = x.new_zeros(x.shape[0], n_out, x.shape[2]).index_add_(1, index, x)
-    if counts is None:
-        counts = group_counts(index, n_out, x.dtype)
+    counts = torch.bincount(index, minlength=n_out).clamp(min=1).to(x.dtype)
     return out / counts.view(1, -1, 1)
-
-
-def group_counts(index: torch.Tensor, n_out: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """Rows per group of ``index`` (at least 1), the divisor of `scatter_mean`."""
-    return torch.bincount(index, minlength=n_out).clamp(min=1).to(dtype)
 
 
 def scatter_max(x: torch.Tensor, index: torch.Tensor, n_out: int) -> torch.Tensor:
@@ -69,12 +59,11 @@ class _Siblings(nn.Module):
         self.update = nn.Linear(2 * hidden, hidden)
         self.norm = nn.LayerNorm(hidden)
 
-    def forward(self, h: torch.Tensor, index: torch.Tensor | None, n_groups: int,
-                counts: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, index: torch.Tensor | None, n_groups: int) -> torch.Tensor:
         if index is None:  # one group: the datacenter
             message = h.mean(dim=1, keepdim=True).expand_as(h)
         else:
-            message = scatter_mean(h, index, n_groups, counts)[:, index]
+            message = scatter_mean(h, index, n_groups)[:, index]
         out: torch.Tensor = self.norm(h + torch.relu(self.update(torch.cat([h, message], dim=-1))))
         return out
 
@@ -109,28 +98,20 @@ class HierarchicalEncoder(nn.Module):
                              obs["rack"])
         return {"gpu": h, "server": z_s, **z}
 
-    def gpu_level(self, gpu: torch.Tensor, gpu_server: torch.Tensor, n_servers: int,
-                  counts: torch.Tensor | None = None) -> torch.Tensor:
-        """GPU embeddings after the sibling rounds within each server (a server's GPUs see no other).
-
-        ``counts``: `group_counts` of ``gpu_server``, if the caller keeps them.
-        """
+    def gpu_level(self, gpu: torch.Tensor, gpu_server: torch.Tensor, n_servers: int) -> torch.Tensor:
+        """GPU embeddings after the sibling rounds within each server (a server's GPUs see no other)."""
         h = torch.relu(self.gpu_in(gpu))
         for layer in cast(nn.ModuleList, self.levels[0]):
-            h = layer(h, gpu_server, n_servers, counts)
+            h = layer(h, gpu_server, n_servers)
         return h
 
     def server_level(self, gpu_mean: torch.Tensor, gpu_max: torch.Tensor, server: torch.Tensor,
-                     server_rack: torch.Tensor, n_racks: int, counts: torch.Tensor | None = None
-                     ) -> torch.Tensor:
-        """Server embeddings after the sibling rounds within each rack (a rack's servers see no other).
-
-        ``counts``: `group_counts` of ``server_rack``, if the caller keeps them.
-        """
+                     server_rack: torch.Tensor, n_racks: int) -> torch.Tensor:
+        """Server embeddings after the sibling rounds within each rack (a rack's servers see no other)."""
         z_s = torch.relu(self.server_pool(torch.cat([
             gpu_mean, gpu_max, torch.relu(self.server_in(server))], dim=-1)))
         for layer in cast(nn.ModuleList, self.levels[1]):
-            z_s = layer(z_s, server_rack, n_racks, counts)
+            z_s = layer(z_s, server_rack, n_racks)
         return z_s
 
     def rack_levels(self, server_mean: torch.Tensor, server_max: torch.Tensor,

@@ -15,8 +15,9 @@ works them out again only for the servers and racks whose features changed
 since the last call: a start touches a server or a few, where the full pass
 runs over every GPU and server of the cluster. The rack and datacenter
 levels and the heads run in full. A recomputed row goes through the same
-operations on the same inputs as in a pass over every row, so the logits
-are those of a pass from scratch, bit for bit.
+operations on the same inputs as in a pass over every row, but BLAS may
+sum a product of fewer rows in another order, so the logits match those of
+a pass from scratch to float32 rounding (`tests/rl/test_incremental.py`).
 """
 
 from __future__ import annotations
