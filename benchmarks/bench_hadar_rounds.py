@@ -10,6 +10,10 @@ wrapped around its planner, and prints one JSON line:
   types in any slot of the price book, and ``offered_nothing_last``: those
   that came after the round's last job offered something (all that an
   early stop on a full book could skip);
+* ``planned_after_slot0_full``: planned jobs that came after the point from
+  which no job left in the round found room in slot 0 (now) for its GPUs
+  among its types: they cannot run this round, and all that an early stop
+  when slot 0 is full could skip;
 * ``cpu_us_per_job_planned``: the run's CPU time over ``jobs_planned``.
 
 ``records_sha256`` is the same hash as ``bench_policies.py speed``'s: the
@@ -42,23 +46,30 @@ def main() -> None:
     from rackwise.policies.registry import make_policy
     from rackwise.sim.engine import Simulator
 
-    counts = {"rounds": 0, "jobs_planned": 0, "jobs_offered_nothing": 0, "offered_nothing_last": 0}
+    counts = {"rounds": 0, "jobs_planned": 0, "jobs_offered_nothing": 0, "offered_nothing_last": 0,
+              "planned_after_slot0_full": 0}
     offered: list[bool] = []  # per job planned this round: whether any slot offered it GPUs
+    room_now: list[bool] = []  # per job planned this round: whether slot 0 had its GPUs free
     rows_of, plan_of = HadarPlanner._rows, HadarPlanner._plan
 
     def counted_rows(self: HadarPlanner, *args: Any) -> Any:
+        book, _, n_gpus, types = args
+        room_now.append(book.free_in(0, types.usable) >= n_gpus)
         rows = rows_of(self, *args)
         offered.append(any(rows))
         return rows
 
     def counted_plan(self: HadarPlanner, *args: Any) -> Any:
         offered.clear()
+        room_now.clear()
         layouts = plan_of(self, *args)
         counts["rounds"] += 1
         counts["jobs_planned"] += len(offered)
         counts["jobs_offered_nothing"] += offered.count(False)
         last = max((i for i, was in enumerate(offered) if was), default=-1)
         counts["offered_nothing_last"] += len(offered) - 1 - last
+        counts["planned_after_slot0_full"] += len(room_now) - 1 - max(
+            (i for i, room in enumerate(room_now) if room), default=-1)
         return layouts
 
     topology = uniform_cluster(*SPEED_CLUSTERS[args.trace])

@@ -5,9 +5,8 @@ Runs ``marl`` on the first ``--first-n`` jobs of a trace (the cluster of
 about and every batch of interference pairs, then:
 
 * replays the observations in order on a fresh `CachedActor`, ``--passes``
-  times: CPU microseconds per call, how many times a set of groups to
-  recompute was looked up, and how many sets were kept (where the actor
-  keeps them: the lookups that built one);
+  times: CPU microseconds per call, and how many times a set of groups to
+  recompute was looked up;
 * with ``--ops N``, profiles one more replay with cProfile: the N
   functions with the most time of their own, each with its calls per
   observation and microseconds per call;

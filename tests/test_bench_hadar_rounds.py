@@ -27,3 +27,4 @@ def test_counters_leave_the_records_as_they_are_and_add_up() -> None:
     assert figures["records_sha256"] == hashlib.sha256(repr(records).encode()).hexdigest()[:16]
     assert 0 < figures["rounds"] <= figures["jobs_planned"]
     assert 0 <= figures["offered_nothing_last"] <= figures["jobs_offered_nothing"] <= figures["jobs_planned"]
+    assert 0 <= figures["planned_after_slot0_full"] <= figures["jobs_planned"]

@@ -28,7 +28,7 @@ from slurm_cluster import GPUS_PER_NODE, NODES, LoopbackSlurm
 from tests.engine.broken_policies import DoubleStarter
 
 from rackwise.backends.base import DecisionRecord, Snapshot, serve
-from rackwise.backends.slurm import SlurmBackend
+from rackwise.backends.slurm import NODE_SETTLE_S, SlurmBackend
 from rackwise.backends.slurm_cli import SlurmCli, expand_hostlist, gpu_indices
 from rackwise.backends.slurm_jobs import decode_tags, submit_held
 from rackwise.engine.view import ClusterView
@@ -608,4 +608,72 @@ def test_a_job_runs_only_on_its_decided_nodes_when_slurm_splits_another_differen
     assert len(a_nodes) == 2 and b_nodes == a_nodes[:1]
     a_run = read_runs(tmp_path / "out", "a")[0][0]  # its script runs on its first node
     assert a_run["node"] == a_nodes[0] and len(a_run["gpus"].split(",")) == 2  # Slurm's split
+    assert not sampler.overlaps
+
+
+class BackOnItsNode(BasePolicy):
+    """Starts ``a`` on 2 GPUs of the first node that was wholly free, whenever ``a`` waits and
+    that node has them: after a crash, the moment the node takes jobs again."""
+
+    name: ClassVar[str] = "back-on-its-node-test"
+
+    def reset(self, view: ClusterView, rng: Any) -> None:
+        super().reset(view, rng)
+        self.node_: int | None = None
+
+    def schedule(self, view: ClusterView, now: float) -> Decisions:
+        if "a" not in view.pending:
+            return Decisions()
+        if self.node_ is None:
+            whole = [n.node_id for n in view.topology.nodes if view.free_in_node(n.node_id) == n.n_gpus]
+            if not whole:
+                return Decisions()  # a node not back up yet after the last test: ask again next poll
+            self.node_ = whole[0]
+        free = view.free_gpu_ids(self.node_)
+        return Decisions(start=(Start("a", tuple(free[:2])),)) if len(free) >= 2 else Decisions()
+
+
+def test_a_job_a_node_failure_requeued_runs_again_on_that_node_once_it_settles(
+        slurm: LoopbackSlurm, tmp_path: Path) -> None:
+    """``a``'s node crashes under it and comes back, and the policy puts ``a`` back on it at the
+    first chance. On the node's return slurmctld cancels the runs it lost there, by job id: a run
+    of ``a`` launched at once would go with them ("CANCELLED ... DUE TO NODE FAILURE") and ``a``
+    would end failed. The backend keeps the node out for NODE_SETTLE_S of wall time from its
+    return, so ``a`` starts there no sooner and ends once."""
+    jobs, out, policy = [Job("a", 0.0, 2, 1 * H)], tmp_path / "out", BackOnItsNode()
+    down_at: list[float] = []
+    returned: list[float] = []
+
+    def crash_and_return() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not read_runs(out, "a")[0]:
+            time.sleep(0.05)
+        assert policy.node_ is not None
+        slurm.kill_node(NODES[policy.node_])
+        while time.monotonic() < deadline + 30 and not down_at:
+            time.sleep(0.05)
+        time.sleep(1.0)
+        returned.append(time.time())
+        slurm.start_node(NODES[policy.node_])
+
+    class DownWatcher:
+        def observe_round(self, snapshot: Snapshot, latency_s: float, decisions: Decisions,
+                          outcomes: Any) -> None:
+            if policy.node_ is not None and "a" in snapshot.view.pending:
+                node = snapshot.view.topology.nodes[policy.node_]
+                if {snapshot.view.owner_of(g) for g in node.gpu_ids} == {f"!down:{NODES[policy.node_]}"}:
+                    down_at.append(snapshot.now)
+
+    crashing = threading.Thread(target=crash_and_return, daemon=True)
+    crashing.start()
+    result, sampler, _ = replay(slurm, policy, jobs, out, limit_s=90.0, observers=[DownWatcher()])
+    crashing.join(timeout=30)
+    assert returned, "the node was never brought back"
+    records = {r.job_id: r for r in result.records}
+    assert sorted(records) == ["a"] and records["a"].n_preemptions == 1
+    starts = [d for d in result.decisions if d.action == "start" and d.ok]
+    assert [d.nodes for d in starts] == [(NODES[policy.node_],)] * 2  # back on the node it lost
+    assert starts[1].wall_time >= returned[0] + NODE_SETTLE_S
+    runs, ends = read_runs(out, "a")
+    assert len(runs) == 2 and len(ends) == 1
     assert not sampler.overlaps

@@ -140,6 +140,36 @@ def test_gpus_slurm_counts_used_that_no_job_holds_are_left_out_from_the_second_p
     assert backend.observe().view.n_free == 8
 
 
+def test_a_node_back_from_a_failure_takes_jobs_only_after_it_settles() -> None:
+    """On a failed node's return slurmctld cancels the runs it lost there, so a job relaunched on
+    it at once would go with them: the node stays out for NODE_SETTLE_S of wall time."""
+    from rackwise.backends.slurm import NODE_SETTLE_S, SlurmBackend
+    from rackwise.cluster.topology import uniform_cluster
+
+    cli, wall = ListingCli(), [10.0]
+    backend = SlurmBackend(cli=cli, topology=uniform_cluster(2, gpus_per_node=4),
+                           node_names=("n1", "n2"), t0=0.0, time_scale=1.0, clock=lambda: wall[0])
+    cli.raw_nodes = [{"name": "n1", "state": "idle"}, {"name": "n2", "state": "idle"}]
+    assert backend.observe().view.n_free == 8  # never seen down: usable at once
+    cli.raw_nodes[1] = {"name": "n2", "state": "down", "state_flags": ["NOT_RESPONDING"]}
+    assert backend.observe().view.free_in_node(1) == 0
+    cli.raw_nodes[1] = {"name": "n2", "state": "idle"}
+    for wall[0] in (11.0, 11.0 + NODE_SETTLE_S / 2, 11.0 + NODE_SETTLE_S - 0.01):
+        view = backend.observe().view
+        assert view.free_in_node(1) == 0 and view.owner_of(4) == "!down:n2"
+    wall[0] = 11.0 + NODE_SETTLE_S
+    assert backend.observe().view.free_in_node(1) == 4
+    cli.raw_nodes[1] = {"name": "n2", "state": "down"}  # down again, and back: it settles again
+    assert backend.observe().view.free_in_node(1) == 0
+    cli.raw_nodes[1] = {"name": "n2", "state": "idle"}
+    assert backend.observe().view.free_in_node(1) == 0
+    cli.raw_nodes = cli.raw_nodes[:1]  # a node sinfo no longer lists is down too
+    wall[0] += NODE_SETTLE_S
+    assert backend.observe().view.free_in_node(1) == 0
+    cli.raw_nodes.append({"name": "n2", "state": "idle"})
+    assert backend.observe().view.free_in_node(1) == 0
+
+
 @pytest.mark.parametrize(("state", "started_s", "refused"), [
     ("RUNNING", 9_000.0, ""),  # 1,000 s of 3,600 run: may be requeued
     ("RUNNING", 5_000.0, "it has run its whole duration; Slurm has not reported its end yet"),

@@ -56,6 +56,7 @@ RUNNING_STATES = frozenset({"RUNNING", "COMPLETING", "SUSPENDED", "CONFIGURING",
 FAILED_STATES = frozenset({"FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY",
                            "BOOT_FAIL", "DEADLINE", "PREEMPTED", "REVOKED"})
 RELAUNCH_GAP_S = 2.0  # real seconds between a requeue and the next launch of the job
+NODE_SETTLE_S = 5.0  # real seconds a node that was down stays out once it answers again
 USABLE_NODE_STATES = frozenset({"idle", "mixed", "allocated", "completing"})
 UNUSABLE_NODE_FLAGS = frozenset({"DRAIN", "DRAINING", "DRAINED", "NOT_RESPONDING", "FAIL",
                                  "MAINTENANCE", "POWER_DOWN", "POWERED_DOWN", "POWERING_DOWN",
@@ -130,6 +131,7 @@ class SlurmBackend:
         self._released: dict[int, float] = {}
         self._intended: dict[int, tuple[int, ...]] = {}
         self._unaccounted: dict[str, int] = {}  # node -> GPUs Slurm counted used, no job held
+        self._back_since: dict[str, float | None] = {}  # node seen down -> wall seen up again
         self._warned_unaccounted: set[str] = set()
         self._records: dict[str, JobRecord] = {}
         self._current: dict[str, _Managed] = {}
@@ -332,7 +334,7 @@ class SlurmBackend:
         for m in running_list:
             placed[m.slurm_id] = self._take_running(allocation, m)
         self._take_foreign(allocation, raw_jobs, managed)
-        self._take_unusable(allocation, raw_nodes)
+        self._take_unusable(allocation, raw_nodes, wall)
         self._take_unaccounted(allocation, raw_nodes)  # Slurm's count leaves out starting jobs
         for m in starting_list:
             placed[m.slurm_id] = self._take_starting(allocation, m)
@@ -431,7 +433,15 @@ class SlurmBackend:
                 allocation.allocate(f"!job:{slurm_id}",
                                     [g for g in gpus if allocation.owner[g] is None])
 
-    def _take_unusable(self, allocation: Allocation, raw_nodes: list[dict[str, Any]]) -> None:
+    def _take_unusable(self, allocation: Allocation, raw_nodes: list[dict[str, Any]], wall: float) -> None:
+        """Hold the GPUs of nodes that are down, and of nodes back up for less than `NODE_SETTLE_S`.
+
+        When a node that failed answers again, slurmctld ends the runs it lost
+        there, by job id: a job requeued by the failure and launched on the node
+        at once is cancelled with them (Slurm 22.05: "CANCELLED ... DUE TO NODE
+        FAILURE" a fraction of a second after the launch). So the node waits a
+        few seconds before it takes jobs again.
+        """
         seen = set()
         for node in raw_nodes:
             name = str(node.get("name"))
@@ -441,11 +451,29 @@ class SlurmBackend:
             seen.add(name)
             state = str(node.get("state") or "").lower()
             flags = {str(f).upper() for f in node.get("state_flags") or []}
-            if state not in USABLE_NODE_STATES or flags & UNUSABLE_NODE_FLAGS:
+            if not self._usable(name, state in USABLE_NODE_STATES and not flags & UNUSABLE_NODE_FLAGS, wall):
                 allocation.allocate(f"!down:{name}", allocation.free_gpu_ids(node_id))
         for name in self.node_names:
             if name not in seen:
+                self._usable(name, False, wall)
                 allocation.allocate(f"!down:{name}", allocation.free_gpu_ids(self._node_id[name]))
+
+    def _usable(self, name: str, up: bool, wall: float) -> bool:
+        """Whether a node takes jobs: it is ``up``, and has been for `NODE_SETTLE_S` if it was seen down."""
+        if not up:
+            self._back_since[name] = None
+            return False
+        if name not in self._back_since:
+            return True
+        back = self._back_since[name]
+        if back is None:
+            back = self._back_since[name] = wall
+            log.warning("node %s answers again; it takes jobs in %g s, once Slurm has ended the runs "
+                        "it lost", name, NODE_SETTLE_S)
+        if wall - back < NODE_SETTLE_S:
+            return False
+        del self._back_since[name]
+        return True
 
     def _take_unaccounted(self, allocation: Allocation, raw_nodes: list[dict[str, Any]]) -> None:
         """Hold GPUs that Slurm counts as used on a node though no job it lists holds them.
