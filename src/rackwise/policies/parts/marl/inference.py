@@ -201,10 +201,11 @@ class CachedActor:
             self._server_level(self.racks.all, obs["server"])
         else:
             gpus = _changed_rows(obs["gpu"], self.last["gpu"])
+            servers = _changed_rows(obs["server"], self.last["server"])
             if gpus.size:
-                self._gpu_level(self.servers.of_members(gpus), obs["gpu"])
-            servers = _distinct(np.concatenate([self.servers.group_of[gpus],
-                                                _changed_rows(obs["server"], self.last["server"])]))
+                some = self.servers.of_members(gpus)
+                self._gpu_level(some, obs["gpu"])
+                servers = _distinct(np.concatenate([some.groups, servers]))
             if servers.size:
                 self._server_level(self.racks.of_members(servers), obs["server"])
         self.last = {"gpu": obs["gpu"], "server": obs["server"]}
