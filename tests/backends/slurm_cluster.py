@@ -87,7 +87,21 @@ class LoopbackSlurm:
     # -------------------------------------------------------------- start
     def start(self, settings: dict[str, str] | None = None) -> None:
         self.write_config(settings)
-        self._start_controller(["-c"])  # a clean state
+        self._start_clean()
+
+    def restart_clean(self) -> None:
+        """Stop every daemon and start again on an empty state, as a new cluster would be.
+
+        Slurm 22.05 can keep counting GPUs of an earlier test's requeued jobs as used, and
+        a plain controller restart can bring the count back from the saved job records."""
+        self.stop()
+        for sub in ("state", "spool"):
+            shutil.rmtree(self.base / sub, ignore_errors=True)
+            (self.base / sub).mkdir()
+        self._start_clean()
+
+    def _start_clean(self) -> None:
+        self._start_controller(["-c"])  # no saved state
         # slurmd only once the controller answers: before that it backs off for minutes.
         for name in NODES:
             self.start_node(name)

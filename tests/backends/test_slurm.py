@@ -593,26 +593,6 @@ class SplitThenPack(BasePolicy):
         return Decisions()  # a node not back up yet after the last test: ask again next poll
 
 
-def _make_room_for_a_split(slurm: LoopbackSlurm, tries: int = 3) -> None:
-    """Wait until Slurm counts a node wholly free and a later one with 2 GPUs free, as
-    `SplitThenPack` needs. Slurm 22.05 can keep counting GPUs of an earlier test's requeued
-    jobs as used, on several nodes; a controller restart rebuilds the count."""
-    def room() -> bool:
-        used = [slurm.gpus_counted_used().get(name, GPUS_PER_NODE) for name in NODES]
-        return any(u == 0 and any(v <= GPUS_PER_NODE - 2 for v in used[i + 1:]) for i, u in enumerate(used))
-
-    for _ in range(tries):
-        # Leaked GPUs can be counted again a moment after the nodes register: ask twice.
-        if room():
-            time.sleep(3.0)
-            if room():
-                return
-        slurm.restart_controller(down_s=0.0)
-        slurm.wait_idle(NODES, timeout_s=30)
-    used = slurm.gpus_counted_used()
-    pytest.fail(f"Slurm still counts GPUs as used with no job after {tries} controller restarts: {used}")
-
-
 def test_a_job_runs_only_on_its_decided_nodes_when_slurm_splits_another_differently(
         slurm: LoopbackSlurm, tmp_path: Path) -> None:
     """Slurm, not rackwise, splits a multi-node job's GPUs across its nodes: ``a`` is decided
@@ -620,7 +600,8 @@ def test_a_job_runs_only_on_its_decided_nodes_when_slurm_splits_another_differen
     ``b``, decided as 3 GPUs on that first node in the same call, then finds 2 free there: it
     waits for them rather than spilling onto a node rackwise did not choose."""
     jobs = [Job("a", 0.0, 3, 1 * H), Job("b", 0.0, 3, 1 * H)]
-    _make_room_for_a_split(slurm)
+    slurm.restart_clean()  # SplitThenPack needs whole nodes free, not GPUs a leaked count holds
+    assert not any(slurm.gpus_counted_used().values()), slurm.gpus_counted_used()
     result, sampler, _ = replay(slurm, SplitThenPack(), jobs, tmp_path / "out", limit_s=60.0)
     records = {r.job_id: r for r in result.records}
     assert sorted(records) == ["a", "b"]
