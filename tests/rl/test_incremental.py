@@ -212,30 +212,39 @@ class _Running:
     gpu_ids: tuple[int, ...]
 
 
+@pytest.mark.parametrize("marked", [False, True])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_tracked_cluster_equals_a_rebuild_at_every_call(seed: int) -> None:
-    """Jobs finish and start between calls, and start within them (tentatively)."""
+def test_tracked_cluster_equals_a_rebuild_at_every_call(seed: int, marked: bool) -> None:
+    """Jobs finish and start between calls, and start within them (tentatively). ``marked``:
+    each sync is given the view's start mark, which counts every start; a call after which
+    only the jobs it added started takes the path that skips the check."""
     rng = np.random.default_rng(seed)
     index = GraphIndex.of(CLUSTER)
     alloc = Allocation(CLUSTER)
     running: dict[str, _Running] = {}
     tracked = TrackedCluster(index)
-    n_job = 0
+    n_job = n_starts = 0
+    unknown_starts = {False: 0, True: 0}  # syncs by whether a start unknown to the tracker came before
     for _ in range(60):
         for job_id in [j for j in running if rng.random() < 0.2]:  # finish between calls
             alloc.release(running.pop(job_id).gpu_ids)
-        for _ in range(int(rng.integers(0, 4))):  # started by the last call
+        unknown = False
+        for _ in range(int(rng.integers(0, 3))):  # started behind the tracker's back
             n_job += 1
             if (item := _start(alloc, _job(n_job, rng), rng)) is not None:
                 running[item.job.job_id] = _Running(item.job, item.gpu_ids)
-        tracked.sync(running, alloc)
-        for _ in range(int(rng.integers(0, 3))):  # started within this call
+                n_starts += 1
+                unknown = True
+        unknown_starts[unknown] += 1
+        tracked.sync(running, alloc, (7, n_starts) if marked else None)
+        for _ in range(int(rng.integers(0, 4))):  # started within this call
             n_job += 1
             if (item := _start(alloc, _job(n_job, rng), rng)) is not None:
                 tracked.add(item, alloc)
                 running[item.job.job_id] = _Running(item.job, item.gpu_ids)
+                n_starts += 1
         _same_as_rebuilt(tracked, running, alloc)
-    assert n_job > 60
+    assert n_job > 60 and unknown_starts[False] > 10 and unknown_starts[True] > 10
 
 
 def _same_as_rebuilt(tracked: TrackedCluster, running: dict[str, _Running], alloc: Allocation) -> None:

@@ -173,6 +173,33 @@ def test_preempted_job_can_be_restarted_by_fifo() -> None:
     assert records["b"].first_start == 65.0
 
 
+def test_the_start_mark_counts_every_start_on_one_view() -> None:
+    """As in the test above, a starts at 0, is preempted at 10 and starts again at 20, then b
+    once a ends: the mark moves once per start, the restart included, and keeps the view's own
+    number; another run's view has another."""
+    marks: list[tuple[float, tuple[int, int]]] = []
+
+    @dataclass(kw_only=True)
+    class PreemptOnce(Fifo):
+        name: ClassVar[str] = "preempt-once"
+
+        def schedule(self, view, now):  # type: ignore[no-untyped-def]
+            marks.append((now, view.start_mark))
+            if now == 0.0:
+                return Decisions(start=(Start("a", (0,)),), wake_at=10.0)
+            if now == 10.0:
+                return Decisions(preempt=("a",))
+            return super().schedule(view, now)
+
+    jobs = [Job("a", 0.0, 1, 50.0), Job("b", 20.0, 1, 5.0)]
+    _run(uniform_cluster(1, gpus_per_node=1), jobs, PreemptOnce())
+    # calls at 0, 10, 20, a's finish and b's: a started, a preempted, a again, b
+    assert [mark[1] for _, mark in marks] == [0, 1, 1, 2, 3]
+    [serial] = {mark[0] for _, mark in marks}
+    _run(uniform_cluster(1, gpus_per_node=1), jobs, PreemptOnce())
+    assert marks[-1][1][1] == 3 and marks[-1][1][0] != serial
+
+
 # ---------------------------------------------------------------------- start latency
 
 

@@ -8,6 +8,7 @@ passed to. Policies must not keep it or change anything reached through it.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING
@@ -18,6 +19,8 @@ from rackwise.workload.state import JobState
 
 if TYPE_CHECKING:
     from rackwise.perf.base import PerfModel
+
+_SERIALS = itertools.count()  # one number per view made in this process
 
 
 class ClusterView:
@@ -40,6 +43,20 @@ class ClusterView:
         self.running: Mapping[str, JobState] = MappingProxyType(running)
         self.perf = perf
         self.now = 0.0
+        self.n_starts = 0  # jobs the engine has started while keeping this view (the simulator counts)
+        self._serial = next(_SERIALS)
+
+    @property
+    def start_mark(self) -> tuple[int, int]:
+        """This view's own number and the jobs started since it was made.
+
+        A policy that read a mark and then started k jobs reads the mark
+        plus k next time only if the same view is shown and no other job
+        started in between; it can then trust what it kept of the running
+        jobs. A real-cluster engine shows a new view per snapshot, whose
+        mark differs from every earlier one.
+        """
+        return self._serial, self.n_starts
 
     # Free-GPU questions, answered in O(1) by the allocation's counters.
     @property

@@ -177,7 +177,7 @@ class Marl(BasePolicy):
                     continue
                 head = queue[0]
                 if placed is None:
-                    tracked.sync(view.running, free)  # before any start: free is the view's
+                    tracked.sync(view.running, free, view.start_mark)  # before any start: free is the view's
                     placed = list(tracked.known.values())
                 server = self.decide(free, placed, agent, now, tracked.on_server, tracked.graph,
                                      self.asked_)

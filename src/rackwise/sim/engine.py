@@ -410,6 +410,7 @@ class Simulator:
             state.first_start = runs_at
         state.n_nodes, state.n_racks = self.topology.spread(gpu_ids)
         self.running[state.job_id] = state
+        self.view.n_starts += 1
 
     def _stop(self, state: JobState, now: float, changed: set[str]) -> None:
         state.advance(now)

@@ -247,12 +247,18 @@ class CachedActor:
         return z_r, z_dc
 
     def _scores(self, z_r: np.ndarray, z_dc: np.ndarray, obs: dict[str, np.ndarray]) -> np.ndarray:
-        z_s = self.kept["z_s"]
-        n_servers = len(z_s)
+        mask = obs["mask"]
         job = self.job_in(obs["job"])
-        per_server = np.concatenate([
-            z_s, z_r[self.server_rack], np.broadcast_to(z_dc, (n_servers, len(z_dc))),
-            np.broadcast_to(job, (n_servers, len(job))), _relu(self.candidate_in(obs["candidate"]))], axis=1)
-        scores = np.concatenate([self.server_head(per_server)[:, 0], self.wait_head(np.concatenate([z_dc, job]))])
-        scores[obs["mask"] == 0] = -np.inf
+        scores = np.full(len(mask), -np.inf, dtype=np.float32)
+        # Only the servers the mask allows are scored: the rest are -inf whatever the head says.
+        rows = np.flatnonzero(mask[:-1])
+        if len(rows):
+            n_rows = len(rows)
+            per_server = np.concatenate([
+                self.kept["z_s"][rows], z_r[self.server_rack[rows]], np.broadcast_to(z_dc, (n_rows, len(z_dc))),
+                np.broadcast_to(job, (n_rows, len(job))), _relu(self.candidate_in(obs["candidate"][rows]))],
+                axis=1)
+            scores[rows] = self.server_head(per_server)[:, 0]
+        if mask[-1]:
+            scores[-1] = self.wait_head(np.concatenate([z_dc, job]))[0]
         return scores

@@ -130,9 +130,10 @@ class Predictor:
 
     def __init__(self, model: InterferenceModel) -> None:
         self.model = model
-        # share -> every (a, b) pair's term at that share, worked out in one pass: shares are
-        # GPUs over a server's size, so few; a table answers each pair alike in any batch
-        self._tables: dict[float, np.ndarray] = {}
+        # Every (a, b) pair's term at each share seen, worked out in one pass per share: shares
+        # are GPUs over a server's size, so few; a table answers each pair alike in any batch.
+        self._shares = np.zeros(0, dtype=np.float32)  # ascending
+        self._tables = np.zeros((0, N_MODELS, N_MODELS))  # one per share, in that order
 
     def predict(self, samples: Samples) -> np.ndarray:
         """Predicted log-slowdown of each sample."""
@@ -146,23 +147,35 @@ class Predictor:
         """Each neighbour's contribution (`InterferenceModel.pair_term`), looked up per share."""
         if not len(a):
             return np.zeros(0)
-        a, b = np.asarray(a, dtype=np.int64), np.asarray(b, dtype=np.int64)
-        shares, which = np.unique(np.asarray(share, dtype=np.float32), return_inverse=True)
-        out = np.empty(len(a))
-        for k, value in enumerate(shares.tolist()):
-            rows = which == k
-            out[rows] = self._table(value)[a[rows], b[rows]]
+        shares = np.asarray(share, dtype=np.float32)
+        which = self._share_rows(shares)
+        if which is None:
+            self._add_tables(shares)
+            which = self._share_rows(shares)
+            assert which is not None
+        out: np.ndarray = self._tables[which, a, b]
         return out
 
-    def _table(self, share: float) -> np.ndarray:
-        table = self._tables.get(share)
-        if table is None:
-            a, b = np.divmod(np.arange(N_MODELS * N_MODELS), N_MODELS)
+    def _share_rows(self, shares: np.ndarray) -> np.ndarray | None:
+        """Each share's table, or None if one has none yet."""
+        if not len(self._shares):
+            return None
+        which = np.minimum(np.searchsorted(self._shares, shares), len(self._shares) - 1)
+        return which if (self._shares[which] == shares).all() else None
+
+    def _add_tables(self, shares: np.ndarray) -> None:
+        new = np.setdiff1d(shares, self._shares)
+        a, b = np.divmod(np.arange(N_MODELS * N_MODELS), N_MODELS)
+        tables = []
+        for share in new.tolist():
             with torch.no_grad():
                 terms = self.model.pair_term(torch.as_tensor(a), torch.as_tensor(b),
                                              torch.full((len(a),), share, dtype=torch.float32))
-            table = self._tables[share] = terms.numpy().astype(np.float64).reshape(N_MODELS, N_MODELS)
-        return table
+            tables.append(terms.numpy().astype(np.float64).reshape(N_MODELS, N_MODELS))
+        all_shares = np.concatenate([self._shares, new])
+        order = np.argsort(all_shares)
+        self._shares = all_shares[order]
+        self._tables = np.concatenate([self._tables, np.stack(tables)])[order]
 
     def candidate_effects(self, job: Job, on_server: list[list[tuple[Placed, float]]],
                           servers: np.ndarray, index: GraphIndex) -> tuple[np.ndarray, np.ndarray]:

@@ -8,6 +8,8 @@ view's jobs in that order on their GPUs, so what it holds equals a rebuild
 from ``view.running`` (the same per-server resident order included, which
 fixes the order in which interference terms are summed). Where the check
 fails (a job that ran again, or one started before a job kept), it rebuilds.
+Given the view's start mark, it skips the check when no job started but
+those it was told of: the check reads every running job, at nearly every call.
 """
 
 from __future__ import annotations
@@ -30,22 +32,34 @@ class TrackedCluster:
         self.known: dict[str, Placed] = {}  # by job id, in start order
         self.on_server: list[list[tuple[Placed, float]]] = []
         self.graph: GraphFeatures | None = None
+        self._mark: tuple[int, int] | None = None  # the view's start mark that shows no start unknown here
 
-    def sync(self, running: Mapping[str, Any], free: FreeGpus) -> None:
-        """Match ``running`` (job id -> state with ``job`` and ``gpu_ids``, in start order) and ``free``."""
+    def sync(self, running: Mapping[str, Any], free: FreeGpus, mark: tuple[int, int] | None = None) -> None:
+        """Match ``running`` (job id -> state with ``job`` and ``gpu_ids``, in start order) and ``free``.
+
+        ``mark``: the view's `ClusterView.start_mark`, when ``running`` is the view's. If no
+        job started since the last sync but those `add` was told of, the running jobs are
+        the known ones less those that left, in the same order on the same GPUs: no check
+        over every running job is needed.
+        """
         known = self.known
-        if self.graph is not None and self._remove([job_id for job_id in known if job_id not in running], free):
+        if mark is not None and mark == self._mark and self.graph is not None:
+            if len(known) == len(running) or self._remove(sorted(known.keys() - running.keys()), free):
+                self.graph.refresh_free(free)
+                return
+        elif self.graph is not None and self._remove([job_id for job_id in known if job_id not in running], free):
             if new := running.keys() - known.keys():
                 for job_id in [job_id for job_id in running if job_id in new]:
                     state = running[job_id]
                     self.add(Placed(state.job, tuple(state.gpu_ids)), free)
-            # The same jobs in the same order on the same GPUs, compared in bulk (loops in C):
-            # this runs at nearly every call, over every running job.
+            # The same jobs in the same order on the same GPUs, compared in bulk (loops in C).
             if list(known) == list(running) and list(map(_GPU_IDS, known.values())) == list(
                     map(tuple, map(_GPU_IDS, running.values()))):
                 self.graph.refresh_free(free)
+                self._mark = mark
                 return
         self._rebuild(running, free)
+        self._mark = mark
 
     def add(self, item: Placed, free: FreeGpus) -> None:
         """A job that has just taken its GPUs (``free`` no longer has them)."""
@@ -53,6 +67,8 @@ class TrackedCluster:
         self.known[item.job.job_id] = item
         add_resident(self.on_server, item, self.index)
         self.graph.add(item, free)
+        if self._mark is not None:  # the engine will start it: one more start the mark will count
+            self._mark = (self._mark[0], self._mark[1] + 1)
 
     def _remove(self, gone: list[str], free: FreeGpus) -> bool:
         """Take out the jobs ``gone``; False where a rebuild is needed (GPUs another job shares)."""
