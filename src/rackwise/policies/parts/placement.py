@@ -36,11 +36,11 @@ def fewest_nodes(free: FreeGpus, nodes: Iterable[int], n_gpus: int) -> list[int]
     remainder, so a partial node is as full as possible.
     """
     free_in_node = free.free_in_node
-    return _fewest_of([(-count, n) for n in nodes if (count := free_in_node(n)) > 0], n_gpus)
+    return fewest_of([(-count, n) for n in nodes if (count := free_in_node(n)) > 0], n_gpus)
 
 
-def _fewest_of(counted: list[tuple[int, int]], n_gpus: int) -> list[int] | None:
-    """`fewest_nodes` over (-free count, node) pairs of nodes with free GPUs."""
+def fewest_of(counted: list[tuple[int, int]], n_gpus: int) -> list[int] | None:
+    """`fewest_nodes` over (-free count, node) pairs of nodes with free GPUs (sorted here, in place)."""
     # (-count, node) sorts largest first, then by node id, without a key function (hot path).
     counted.sort()
     chosen: list[int] = []
@@ -77,13 +77,13 @@ def consolidated(free: FreeGpus, n_gpus: int, rng: np.random.Generator) -> tuple
             continue
         if counts is None:
             counts = free.free_counts()
-        nodes = _fewest_of([(-counts[n], n) for n in rack_nodes if counts[n] > 0], n_gpus)
+        nodes = fewest_of([(-counts[n], n) for n in rack_nodes if counts[n] > 0], n_gpus)
         if nodes is not None and (best is None or len(nodes) < len(best)):
             best = nodes
             if len(best) == fewest_possible:  # no later rack can do better
                 break
     if best is None:
-        best = _fewest_of([(-count, n) for n, count in free.free_nodes()], n_gpus)
+        best = fewest_of([(-count, n) for n, count in free.free_nodes()], n_gpus)
     return None if best is None else gpus_from(free, best, n_gpus)
 
 

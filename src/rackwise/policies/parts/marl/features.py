@@ -23,7 +23,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -89,6 +89,10 @@ class Placed:
     job: Job
     gpu_ids: tuple[int, ...]
     remaining_s: float = 0.0  # ideal seconds of work left (training reward only)
+    model_id: int = field(init=False, repr=False)  # `model_index` of the job's model, asked often
+
+    def __post_init__(self) -> None:
+        self.model_id = model_index(self.job.model)
 
 
 def graph_features(free: FreeGpus, placed: Sequence[Placed], index: GraphIndex

@@ -241,9 +241,11 @@ class CachedActor:
         """Rack embeddings (one group: every rack sees every other) and the datacenter's."""
         z_r = _relu(self.rack_pool(np.concatenate(
             [self.kept["rack_mean"], self.kept["rack_max"], _relu(self.rack_in(rack))], axis=1)))
+        n_racks = len(z_r)
         for layer in self.rack_rounds:
-            z_r = layer(z_r, np.broadcast_to(z_r.mean(axis=0), z_r.shape))
-        z_dc = _relu(self.dc_pool(np.concatenate([z_r.mean(axis=0), z_r.max(axis=0)])))
+            z_r = layer(z_r, (np.add.reduce(z_r, axis=0, keepdims=True) / n_racks).repeat(n_racks, axis=0))
+        z_dc = _relu(self.dc_pool(np.concatenate([np.add.reduce(z_r, axis=0) / n_racks,
+                                                  np.maximum.reduce(z_r, axis=0)])))
         return z_r, z_dc
 
     def _scores(self, z_r: np.ndarray, z_dc: np.ndarray, obs: dict[str, np.ndarray]) -> np.ndarray:
@@ -255,9 +257,9 @@ class CachedActor:
         if len(rows):
             n_rows = len(rows)
             per_server = np.concatenate([
-                self.kept["z_s"][rows], z_r[self.server_rack[rows]], np.broadcast_to(z_dc, (n_rows, len(z_dc))),
-                np.broadcast_to(job, (n_rows, len(job))), _relu(self.candidate_in(obs["candidate"][rows]))],
-                axis=1)
+                self.kept["z_s"][rows], z_r[self.server_rack[rows]],
+                np.concatenate([z_dc, job])[None, :].repeat(n_rows, axis=0),
+                _relu(self.candidate_in(obs["candidate"][rows]))], axis=1)
             scores[rows] = self.server_head(per_server)[:, 0]
         if mask[-1]:
             scores[-1] = self.wait_head(np.concatenate([z_dc, job]))[0]

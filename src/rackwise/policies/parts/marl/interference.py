@@ -189,7 +189,7 @@ class Predictor:
         if not n_pairs:
             return np.zeros(len(servers)), np.zeros(len(servers))
         # two terms per resident, in resident order: the head beside it (kind 0), it beside the head (1)
-        other = np.fromiter((model_index(item.job.model) for items in resident_lists for item, _ in items),
+        other = np.fromiter((item.model_id for items in resident_lists for item, _ in items),
                             np.int64, n_pairs)
         other_share = np.fromiter((share for items in resident_lists for _, share in items),
                                   np.float64, n_pairs)

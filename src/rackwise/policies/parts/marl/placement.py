@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from rackwise.cluster.allocation import FreeGpus
-from rackwise.policies.parts.placement import fewest_nodes, gpus_from
+from rackwise.policies.parts.placement import fewest_nodes, fewest_of, gpus_from
 
 
 def feasible_mask(free: FreeGpus, n_gpus: int, server_size: np.ndarray) -> np.ndarray:
@@ -43,8 +43,8 @@ def anchored_gpus(free: FreeGpus, n_gpus: int, server: int) -> tuple[int, ...] |
     others = [n for n in topology.rack_nodes[rack] if n != server]
     if sum(free.free_in_node(n) for n in others) >= need:
         nodes = fewest_nodes(free, others, need)
-    else:
-        nodes = fewest_nodes(free, [n for n in range(topology.n_nodes) if n != server], need)
+    else:  # only nodes with a free GPU count: on a busy cluster, far fewer than all
+        nodes = fewest_of([(-count, n) for n, count in free.free_nodes() if n != server], need)
     if nodes is None:
         return None
     return tuple(own) + gpus_from(free, nodes, need)

@@ -44,8 +44,9 @@ class TrackedCluster:
         """
         known = self.known
         if mark is not None and mark == self._mark and self.graph is not None:
+            # Free GPUs changed only as the known starts and the departures took and gave them,
+            # and the rows of their servers were written then: no row needs reading again.
             if len(known) == len(running) or self._remove(sorted(known.keys() - running.keys()), free):
-                self.graph.refresh_free(free)
                 return
         elif self.graph is not None and self._remove([job_id for job_id in known if job_id not in running], free):
             if new := running.keys() - known.keys():
