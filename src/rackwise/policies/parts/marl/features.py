@@ -20,6 +20,7 @@ are normalised to about [0, 1]:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 from collections.abc import Iterable, Sequence
@@ -95,6 +96,13 @@ class Placed:
         self.model_id = model_index(self.job.model)
 
 
+@functools.cache
+def _width_feature(width: int) -> np.float64:
+    """A GPU's width feature: log2 of its job's GPU count / 7 (numpy's log2, as `_count` uses)."""
+    value: np.float64 = np.log2(np.int64(width)) / 7.0
+    return value
+
+
 def graph_features(free: FreeGpus, placed: Sequence[Placed], index: GraphIndex
                    ) -> dict[str, np.ndarray]:
     """GPU, server and rack feature matrices of the cluster now."""
@@ -120,7 +128,7 @@ class GraphFeatures:
         self.n_jobs = np.zeros(n_servers)
         self.nic = np.zeros(n_servers)  # jobs on the server that span several servers
         self.crossing = np.zeros(n_racks)  # jobs on the rack that span several racks
-        self.holders = np.zeros(n_gpus, dtype=np.int64)  # jobs holding each GPU
+        self.holders: list[int] = [0] * n_gpus  # jobs holding each GPU (a list: read a few at a time)
         self.server_free = np.zeros(n_servers)  # free GPUs the rows were written with
         self.rack_free = np.zeros(n_racks)
         # Plain lists for the per-job updates, which touch a server or two: numpy's
@@ -144,7 +152,7 @@ class GraphFeatures:
         gpu[ids, 0] = 1.0
         gpu[ids, 1 + fams[owner]] = 1.0
         gpu[ids, 1 + N_FAMILIES] = np.log2(widths[owner]) / 7.0
-        np.add.at(self.holders, ids, 1)
+        self.holders = np.bincount(ids, minlength=len(self.holders)).tolist()
         servers_of = index.gpu_server[ids]
         np.add.at(self.family_gpus, (servers_of, fams[owner]), 1.0)
         pairs = np.unique(servers_of * len(placed) + owner)
@@ -165,8 +173,8 @@ class GraphFeatures:
         gpu = self.gpu
         gpu[ids, 0] = 1.0
         gpu[ids, 1 + family_index(item.job.model)] = 1.0
-        gpu[ids, 1 + N_FAMILIES] = np.log2(np.int64(len(ids))) / 7.0
-        gpu[ids, 2 + N_FAMILIES] = np.float32(len(servers) > 1)
+        gpu[ids, 1 + N_FAMILIES] = _width_feature(len(ids))
+        gpu[ids, 2 + N_FAMILIES] = 1.0 if len(servers) > 1 else 0.0
         self._set_rows(free, servers, racks)
 
     def remove(self, item: Placed, free: FreeGpus) -> bool:
@@ -176,7 +184,8 @@ class GraphFeatures:
         cannot be told from the counts, so the caller must rebuild.
         """
         ids, servers, racks = self._update(item, -1.0)
-        if self.holders[ids].any():
+        holders = self.holders
+        if any(holders[g] for g in ids):
             return False
         self.gpu[ids] = 0.0
         self._set_rows(free, servers, racks)
@@ -202,7 +211,9 @@ class GraphFeatures:
             per_server[s] = per_server.get(s, 0) + 1
         servers = sorted(per_server)
         racks = sorted({self._server_rack[s] for s in servers})
-        self.holders[ids] += int(sign)
+        holders, step = self.holders, int(sign)
+        for g in ids:
+            holders[g] += step
         family = family_index(item.job.model)
         family_gpus, n_jobs, nic = self.family_gpus, self.n_jobs, self.nic
         spread = len(servers) > 1
@@ -299,10 +310,10 @@ def candidates(free: FreeGpus, job: Job, on_server: list[list[tuple[Placed, floa
     topology = free.topology
     n_servers = topology.n_nodes
     feats = np.zeros((n_servers, N_CANDIDATE_FEATURES), dtype=np.float32)
-    mask = feasible_mask(free, job.n_gpus, index.server_size)
+    room = np.asarray(free.free_counts())
+    mask = feasible_mask(free, job.n_gpus, index.server_size, room)
     min_servers = max(1, math.ceil(job.n_gpus / topology.max_gpus_per_node))
     # An anchor with room for the whole job places it there alone: one server, one rack.
-    room = np.asarray(free.free_counts())
     whole = mask & (room >= job.n_gpus)
     feats[whole, 0] = 1.0
     feats[whole, 1] = (room[whole] - job.n_gpus) / index.server_size[whole]

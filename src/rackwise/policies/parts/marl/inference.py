@@ -145,15 +145,14 @@ class _Groups:
 
     def of_members(self, changed: np.ndarray) -> _Segments:
         """The groups of the ``changed`` members."""
-        chosen = _distinct(self.group_of[changed])
-        if len(chosen) == self.n_groups:
+        key = tuple(sorted(set(self.group_of[changed].tolist())))
+        if len(key) == self.n_groups:
             return self.all
-        key = tuple(chosen.tolist())
         segments = self._kept.get(key)
         if segments is None:
             if len(self._kept) >= _ROWS_KEPT:
                 self._kept.clear()
-            segments = self._kept[key] = _Segments.of(chosen, self.members)
+            segments = self._kept[key] = _Segments.of(np.array(key, dtype=np.int64), self.members)
         return segments
 
 

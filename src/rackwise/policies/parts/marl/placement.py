@@ -16,11 +16,14 @@ from rackwise.cluster.allocation import FreeGpus
 from rackwise.policies.parts.placement import fewest_nodes, fewest_of, gpus_from
 
 
-def feasible_mask(free: FreeGpus, n_gpus: int, server_size: np.ndarray) -> np.ndarray:
-    """Per server, whether it may anchor a job of ``n_gpus`` GPUs now (``server_size``: GPUs per server)."""
+def feasible_mask(free: FreeGpus, n_gpus: int, server_size: np.ndarray,
+                  counts: np.ndarray | None = None) -> np.ndarray:
+    """Per server, whether it may anchor a job of ``n_gpus`` GPUs now (``server_size``: GPUs per
+    server; ``counts``: ``free.free_counts()`` as an array, if the caller has it)."""
     if n_gpus > free.n_free:
         return np.zeros(len(server_size), dtype=bool)
-    counts = np.asarray(free.free_counts())
+    if counts is None:
+        counts = np.asarray(free.free_counts())
     clean = counts >= np.minimum(n_gpus, server_size)  # as `_clean`, for every server at once
     return clean if clean.any() else counts > 0
 

@@ -29,6 +29,7 @@ class TrackedCluster:
 
     def __init__(self, index: GraphIndex) -> None:
         self.index = index
+        self._gpu_server: list[int] = index.gpu_server.tolist()  # a list: read a GPU at a time
         self.known: dict[str, Placed] = {}  # by job id, in start order
         self.on_server: list[list[tuple[Placed, float]]] = []
         self.graph: GraphFeatures | None = None
@@ -74,9 +75,10 @@ class TrackedCluster:
     def _remove(self, gone: list[str], free: FreeGpus) -> bool:
         """Take out the jobs ``gone``; False where a rebuild is needed (GPUs another job shares)."""
         assert self.graph is not None
+        gpu_server = self._gpu_server
         for job_id in gone:
             item = self.known.pop(job_id)
-            servers = {int(self.index.gpu_server[g]) for g in item.gpu_ids}
+            servers = {gpu_server[g] for g in item.gpu_ids}
             for s in servers:
                 self.on_server[s] = [entry for entry in self.on_server[s] if entry[0] is not item]
             if not self.graph.remove(item, free):
