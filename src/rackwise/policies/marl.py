@@ -270,7 +270,7 @@ class Marl(BasePolicy):
         queue = self.queues_[agent]
         if not queue:
             return np.zeros(0, dtype=int)
-        return np.flatnonzero(feasible_mask(free, queue[0].n_gpus, self.index_.server_size))
+        return feasible_mask(free, queue[0].n_gpus, self.index_.server_size).nonzero()[0]
 
 
 _LOADED: dict[str | None, Any] = {}

@@ -252,7 +252,7 @@ class CachedActor:
         job = self.job_in(obs["job"])
         scores = np.full(len(mask), -np.inf, dtype=np.float32)
         # Only the servers the mask allows are scored: the rest are -inf whatever the head says.
-        rows = np.flatnonzero(mask[:-1])
+        rows = mask[:-1].nonzero()[0]
         if len(rows):
             n_rows = len(rows)
             per_server = np.concatenate([
