@@ -249,7 +249,7 @@ class CachedActor:
 
     def _scores(self, z_r: np.ndarray, z_dc: np.ndarray, obs: dict[str, np.ndarray]) -> np.ndarray:
         mask = obs["mask"]
-        job = self.job_in(obs["job"])
+        context = np.concatenate([z_dc, self.job_in(obs["job"])])  # the datacenter and the queue head
         scores = np.full(len(mask), -np.inf, dtype=np.float32)
         # Only the servers the mask allows are scored: the rest are -inf whatever the head says.
         rows = mask[:-1].nonzero()[0]
@@ -257,9 +257,9 @@ class CachedActor:
             n_rows = len(rows)
             per_server = np.concatenate([
                 self.kept["z_s"][rows], z_r[self.server_rack[rows]],
-                np.concatenate([z_dc, job])[None, :].repeat(n_rows, axis=0),
+                context[None, :].repeat(n_rows, axis=0),
                 _relu(self.candidate_in(obs["candidate"][rows]))], axis=1)
             scores[rows] = self.server_head(per_server)[:, 0]
         if mask[-1]:
-            scores[-1] = self.wait_head(np.concatenate([z_dc, job]))[0]
+            scores[-1] = self.wait_head(context)[0]
         return scores
