@@ -151,20 +151,24 @@ def test_migration_moves_a_job_in_one_decision() -> None:
     assert a.gpu_s == 260.0
 
 
+@dataclass(kw_only=True)
+class PreemptOnce(Fifo):
+    """FIFO, but ``a`` starts at 0 and is preempted at 10; keeps each call's start mark."""
+
+    name: ClassVar[str] = "preempt-once"
+    marks: list[tuple[int, int]] = field(default_factory=list)
+
+    def schedule(self, view, now):  # type: ignore[no-untyped-def]
+        self.marks.append(view.start_mark)
+        if now == 0.0:
+            return Decisions(start=(Start("a", (0,)),), wake_at=10.0)
+        if now == 10.0:
+            return Decisions(preempt=("a",))
+        return super().schedule(view, now)
+
+
 def test_preempted_job_can_be_restarted_by_fifo() -> None:
     """A preempted job goes back to the queue, and a plain policy restarts it."""
-
-    @dataclass(kw_only=True)
-    class PreemptOnce(Fifo):
-        name: ClassVar[str] = "preempt-once"
-
-        def schedule(self, view, now):  # type: ignore[no-untyped-def]
-            if now == 0.0:
-                return Decisions(start=(Start("a", (0,)),), wake_at=10.0)
-            if now == 10.0:
-                return Decisions(preempt=("a",))
-            return super().schedule(view, now)
-
     # preempted at 10 with 10 done; the same step's schedule call ran before the
     # preemption, so FIFO restarts it at the next event: b's arrival at 20
     jobs = [Job("a", 0.0, 1, 50.0), Job("b", 20.0, 1, 5.0)]
@@ -177,27 +181,14 @@ def test_the_start_mark_counts_every_start_on_one_view() -> None:
     """As in the test above, a starts at 0, is preempted at 10 and starts again at 20, then b
     once a ends: the mark moves once per start, the restart included, and keeps the view's own
     number; another run's view has another."""
-    marks: list[tuple[float, tuple[int, int]]] = []
-
-    @dataclass(kw_only=True)
-    class PreemptOnce(Fifo):
-        name: ClassVar[str] = "preempt-once"
-
-        def schedule(self, view, now):  # type: ignore[no-untyped-def]
-            marks.append((now, view.start_mark))
-            if now == 0.0:
-                return Decisions(start=(Start("a", (0,)),), wake_at=10.0)
-            if now == 10.0:
-                return Decisions(preempt=("a",))
-            return super().schedule(view, now)
-
     jobs = [Job("a", 0.0, 1, 50.0), Job("b", 20.0, 1, 5.0)]
-    _run(uniform_cluster(1, gpus_per_node=1), jobs, PreemptOnce())
+    first, second = PreemptOnce(), PreemptOnce()
+    _run(uniform_cluster(1, gpus_per_node=1), jobs, first)
+    _run(uniform_cluster(1, gpus_per_node=1), jobs, second)
     # calls at 0, 10, 20, a's finish and b's: a started, a preempted, a again, b
-    assert [mark[1] for _, mark in marks] == [0, 1, 1, 2, 3]
-    [serial] = {mark[0] for _, mark in marks}
-    _run(uniform_cluster(1, gpus_per_node=1), jobs, PreemptOnce())
-    assert marks[-1][1][1] == 3 and marks[-1][1][0] != serial
+    assert [count for _, count in first.marks] == [count for _, count in second.marks] == [0, 1, 1, 2, 3]
+    assert len({serial for serial, _ in first.marks}) == 1
+    assert first.marks[0][0] != second.marks[0][0]
 
 
 # ---------------------------------------------------------------------- start latency
