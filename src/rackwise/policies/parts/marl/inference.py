@@ -145,7 +145,7 @@ class _Groups:
 
     def of_members(self, changed: np.ndarray) -> _Segments:
         """The groups of the ``changed`` members."""
-        key = tuple(sorted(set(self.group_of[changed].tolist())))
+        key = _distinct_ids(self.group_of[changed])
         if len(key) == self.n_groups:
             return self.all
         segments = self._kept.get(key)
@@ -156,9 +156,14 @@ class _Groups:
         return segments
 
 
+def _distinct_ids(values: np.ndarray) -> tuple[int, ...]:
+    """``np.unique`` of a few values, as a tuple, without its sort's cost per call."""
+    return tuple(sorted(set(values.tolist())))
+
+
 def _distinct(values: np.ndarray) -> np.ndarray:
-    """``np.unique`` of a few values, without its sort's cost per call."""
-    return np.array(sorted(set(values.tolist())), dtype=np.int64)
+    """`_distinct_ids` as an array."""
+    return np.array(_distinct_ids(values), dtype=np.int64)
 
 
 def _changed_rows(new: np.ndarray, old: np.ndarray) -> np.ndarray:

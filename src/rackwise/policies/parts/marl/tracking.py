@@ -47,9 +47,9 @@ class TrackedCluster:
         if mark is not None and mark == self._mark and self.graph is not None:
             # Free GPUs changed only as the known starts and the departures took and gave them,
             # and the rows of their servers were written then: no row needs reading again.
-            if len(known) == len(running) or self._remove(sorted(known.keys() - running.keys()), free):
+            if len(known) == len(running) or self._remove(self._gone(running), free):
                 return
-        elif self.graph is not None and self._remove([job_id for job_id in known if job_id not in running], free):
+        elif self.graph is not None and self._remove(self._gone(running), free):
             if new := running.keys() - known.keys():
                 for job_id in [job_id for job_id in running if job_id in new]:
                     state = running[job_id]
@@ -71,6 +71,10 @@ class TrackedCluster:
         self.graph.add(item, free)
         if self._mark is not None:  # the engine will start it: one more start the mark will count
             self._mark = (self._mark[0], self._mark[1] + 1)
+
+    def _gone(self, running: Mapping[str, Any]) -> list[str]:
+        """The known jobs no longer running (in id order: taking them out in any order ends alike)."""
+        return sorted(self.known.keys() - running.keys())
 
     def _remove(self, gone: list[str], free: FreeGpus) -> bool:
         """Take out the jobs ``gone``; False where a rebuild is needed (GPUs another job shares)."""
