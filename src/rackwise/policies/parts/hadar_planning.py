@@ -18,12 +18,14 @@ policy's bases, so the parameters are declared once and set flat
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
+from rackwise.cluster.allocation import TentativeAllocation
 from rackwise.engine.contract import Decisions, Start
 from rackwise.engine.view import ClusterView
 from rackwise.errors import InputError
@@ -430,32 +432,67 @@ class HadarPlanner:
 
     def _decide(self, view: ClusterView, active: list[JobState],
                 layouts: dict[str, Layout]) -> Decisions:
-        """Keep jobs whose layout is unchanged; preempt the rest; start the new layouts."""
-        topology = view.topology
+        """Keep running jobs planned in the shape they run in; preempt the rest; start the new layouts.
+
+        A plan fixes a job's GPU types, GPUs per node and nodes per copy (its
+        progress); which nodes of a type it names follows from the order jobs
+        were planned in, which changes from round to round. So a running job
+        planned in its current shape stays on its GPUs (rule (iv) of
+        papers/hadar.md §3.5: no restart for the same progress), and a job to
+        start takes its planned nodes where they have room, else other nodes
+        of the same type (`_InShape`). Should that fail, every running job
+        whose layout changed moves to its planned nodes, where all fits.
+        """
+        gpu_node = view.topology.gpu_node
         free = view.tentative()
-        preempt: list[str] = []
-        for state in active:
-            if state.status is not Status.RUNNING:
-                continue
-            if layouts.get(state.job_id) == self._current_layout(topology.gpu_node, state):
-                layouts.pop(state.job_id)  # unchanged: no restart
-                continue
-            preempt.append(state.job_id)
-            free.give(state.gpu_ids)
-        starts: list[Start] = []
+        moving: list[JobState] = []
+        kept: dict[str, JobState] = {}  # running jobs planned in another layout of their shape
+        to_start: list[tuple[JobState, Layout]] = []
         for state in active:
             layout = layouts.get(state.job_id)
-            if layout is None:
-                continue
-            gpus: list[int] = []
-            for take in layout:
-                for node, n in take:
-                    ids = free.free_gpu_ids(node)
-                    # Prefer the job's previous GPUs on that node.
-                    ids.sort(key=lambda g: (g not in state.gpu_ids, g))
-                    gpus.extend(ids[:n])
-                    free.take(ids[:n])
-            starts.append(Start(state.job_id, tuple(gpus), copies=len(layout)))
+            if state.status is Status.RUNNING:
+                current = self._current_layout(gpu_node, state)
+                if layout == current:
+                    continue
+                if layout is not None and self._shape(layout) == self._shape(current):
+                    kept[state.job_id] = state
+                    continue
+                moving.append(state)
+                free.give(state.gpu_ids)
+            if layout is not None:
+                to_start.append((state, layout))
+        in_shape = _InShape(free, gpu_node, self._node_type, self._type_nodes, kept)
+        placed = in_shape.place(to_start, layouts)
+        if placed is None:
+            return self._decide_as_planned(view, active, layouts)
+        for state in in_shape.evicted:
+            free.give(state.gpu_ids)
+        starts = [_start_on(free, state, layout) for state, layout in placed]
+        preempt = [state.job_id for state in moving + in_shape.evicted]
+        return Decisions(start=tuple(starts), preempt=tuple(preempt))
+
+    def _shape(self, layout: Layout) -> tuple[tuple[tuple[int, int], ...], ...]:
+        """Per copy, its nodes' (GPU type, GPUs): what a layout's progress depends on."""
+        node_type = self._node_type
+        return tuple(sorted(tuple(sorted((node_type[node], n) for node, n in take)) for take in layout))
+
+    def _decide_as_planned(self, view: ClusterView, active: list[JobState],
+                           layouts: dict[str, Layout]) -> Decisions:
+        """Keep jobs whose layout is unchanged; preempt the rest; start the new layouts on their planned nodes."""
+        gpu_node = view.topology.gpu_node
+        free = view.tentative()
+        preempt: list[str] = []
+        to_start: list[tuple[JobState, Layout]] = []
+        for state in active:
+            layout = layouts.get(state.job_id)
+            if state.status is Status.RUNNING:
+                if layout == self._current_layout(gpu_node, state):
+                    continue
+                preempt.append(state.job_id)
+                free.give(state.gpu_ids)
+            if layout is not None:
+                to_start.append((state, layout))
+        starts = [_start_on(free, state, layout) for state, layout in to_start]
         return Decisions(start=tuple(starts), preempt=tuple(preempt))
 
     def _current_layout(self, gpu_node: tuple[int, ...], state: JobState) -> Layout:
@@ -467,6 +504,120 @@ class HadarPlanner:
         layout = current_layout(gpu_node, state)
         self._current[state.job_id] = (key, layout)
         return layout
+
+
+class _InShape:
+    """Places layouts on free GPUs in their shape: planned nodes with room, else others of their types.
+
+    ``kept``: running jobs that stay where they run though planned elsewhere.
+    When no node of a type has room for a take, the kept jobs on the node of
+    that type with the most room move to their own planned layouts
+    (`evicted`), and the take goes there.
+    """
+
+    def __init__(self, free: TentativeAllocation, gpu_node: Sequence[int], node_type: Sequence[int],
+                 type_nodes: Sequence[Sequence[int]], kept: dict[str, JobState]) -> None:
+        self._free, self._gpu_node, self._node_type, self._type_nodes = free, gpu_node, node_type, type_nodes
+        self._room: dict[int, int] = {}  # free GPUs left per node, read when first needed
+        self._kept_on: dict[int, list[JobState]] = {}
+        for state in kept.values():
+            for node in dict.fromkeys(map(gpu_node.__getitem__, state.gpu_ids)):
+                self._kept_on.setdefault(node, []).append(state)
+        self.evicted: list[JobState] = []
+
+    def room(self, node: int) -> int:
+        room = self._room.get(node)
+        if room is None:
+            room = self._room[node] = self._free.free_in_node(node)
+        return room
+
+    def place(self, to_start: list[tuple[JobState, Layout]],
+              layouts: dict[str, Layout]) -> list[tuple[JobState, Layout]] | None:
+        """``to_start`` and any evicted jobs, each with the nodes it gets; None if some take fits nowhere."""
+        jobs: list[tuple[JobState, Layout]] = []
+        takes: list[list[list[tuple[int, int] | None]]] = []  # per job, per copy: (node, GPUs) or None
+        left: deque[tuple[int, int, int]] = deque()  # (job, copy, entry) still without a node
+
+        def claim_planned(state: JobState, layout: Layout) -> None:
+            j = len(jobs)
+            jobs.append((state, layout))
+            job_takes = []
+            for c, take in enumerate(layout):
+                entries: list[tuple[int, int] | None] = []
+                for e, (node, n) in enumerate(take):
+                    if self.room(node) >= n:
+                        self._room[node] -= n
+                        entries.append((node, n))
+                    else:
+                        entries.append(None)
+                        left.append((j, c, e))
+                job_takes.append(entries)
+            takes.append(job_takes)
+
+        for state, layout in to_start:
+            claim_planned(state, layout)
+        while left:
+            j, c, e = left.popleft()
+            state, layout = jobs[j]
+            planned, n = layout[c][e]
+            used = {node for node, _ in layout[c]} | {entry[0] for entry in takes[j][c] if entry is not None}
+            same_type = [node for node in self._type_nodes[self._node_type[planned]] if node not in used]
+            fits = [node for node in same_type if self.room(node) >= n]
+            evicted: list[JobState] = []
+            if fits:
+                own = set(map(self._gpu_node.__getitem__, state.gpu_ids))
+                node = min(fits, key=lambda m: (m not in own, self._room[m], m))
+            else:
+                made = self._make_room(same_type, n)
+                if made is None:
+                    return None
+                node, evicted = made
+            self._room[node] -= n
+            takes[j][c][e] = (node, n)
+            for moved in evicted:  # after the take: their own layouts look for room anew
+                claim_planned(moved, layouts[moved.job_id])
+        return [(state, tuple(tuple(entry for entry in copy if entry is not None) for copy in job_takes))
+                for (state, _), job_takes in zip(jobs, takes)]
+
+    def _make_room(self, nodes: list[int], n: int) -> tuple[int, list[JobState]] | None:
+        """Move kept jobs off the node of ``nodes`` with the most room until it has ``n`` free.
+
+        (that node, the jobs moved), or None if no node can have ``n`` free so.
+        """
+        def reachable(node: int) -> int:
+            return self.room(node) + sum(self._gpus_on(s, node) for s in self._kept_on.get(node, ()))
+
+        candidates = [node for node in nodes if reachable(node) >= n]
+        if not candidates:
+            return None
+        node = min(candidates, key=lambda m: (-self._room[m], m))
+        moved: list[JobState] = []
+        for state in sorted(self._kept_on.get(node, ()), key=lambda s: -self._gpus_on(s, node)):
+            if self._room[node] >= n:
+                break
+            for gpu in state.gpu_ids:
+                other = self._gpu_node[gpu]
+                self._room[other] = self.room(other) + 1
+                if state in self._kept_on.get(other, ()):
+                    self._kept_on[other].remove(state)
+            moved.append(state)
+        self.evicted.extend(moved)
+        return node, moved
+
+    def _gpus_on(self, state: JobState, node: int) -> int:
+        return sum(1 for g in state.gpu_ids if self._gpu_node[g] == node)
+
+
+def _start_on(free: TentativeAllocation, state: JobState, layout: Layout) -> Start:
+    """Start ``state`` on ``layout``'s nodes, preferring its previous GPUs on each; take them from ``free``."""
+    gpus: list[int] = []
+    for take in layout:
+        for node, n in take:
+            ids = free.free_gpu_ids(node)
+            ids.sort(key=lambda g: (g not in state.gpu_ids, g))
+            gpus.extend(ids[:n])
+            free.take(ids[:n])
+    return Start(state.job_id, tuple(gpus), copies=len(layout))
 
 
 def current_layout(gpu_node: tuple[int, ...], state: JobState) -> Layout:
