@@ -17,8 +17,8 @@ policy's bases, so the parameters are declared once and set flat
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -443,6 +443,16 @@ class HadarPlanner:
         of the same type (`_InShape`). Should that fail, every running job
         whose layout changed moves to its planned nodes, where all fits.
         """
+        decisions = self._decide_keeping(view, active, layouts, in_shape=True)
+        if decisions is None:
+            decisions = self._decide_keeping(view, active, layouts, in_shape=False)
+        assert decisions is not None, "a plan asks some node for more GPUs than it has"
+        return decisions
+
+    def _decide_keeping(self, view: ClusterView, active: list[JobState], layouts: dict[str, Layout],
+                        in_shape: bool) -> Decisions | None:
+        """`_decide`, keeping in place running jobs planned in their shape (``in_shape``) or only
+        those planned where they run; None when some job cannot be placed in its shape."""
         gpu_node = view.topology.gpu_node
         free = view.tentative()
         moving: list[JobState] = []
@@ -454,46 +464,27 @@ class HadarPlanner:
                 current = self._current_layout(gpu_node, state)
                 if layout == current:
                     continue
-                if layout is not None and self._shape(layout) == self._shape(current):
+                if in_shape and layout is not None and self._shape(layout) == self._shape(current):
                     kept[state.job_id] = state
                     continue
                 moving.append(state)
                 free.give(state.gpu_ids)
             if layout is not None:
                 to_start.append((state, layout))
-        in_shape = _InShape(free, gpu_node, self._node_type, self._type_nodes, kept)
-        placed = in_shape.place(to_start, layouts)
+        placing = _InShape(free, gpu_node, self._node_type, self._type_nodes, kept)
+        placed = placing.place(to_start, layouts)
         if placed is None:
-            return self._decide_as_planned(view, active, layouts)
-        for state in in_shape.evicted:
+            return None
+        for state in placing.evicted:
             free.give(state.gpu_ids)
         starts = [_start_on(free, state, layout) for state, layout in placed]
-        preempt = [state.job_id for state in moving + in_shape.evicted]
+        preempt = [state.job_id for state in moving + placing.evicted]
         return Decisions(start=tuple(starts), preempt=tuple(preempt))
 
     def _shape(self, layout: Layout) -> tuple[tuple[tuple[int, int], ...], ...]:
         """Per copy, its nodes' (GPU type, GPUs): what a layout's progress depends on."""
         node_type = self._node_type
         return tuple(sorted(tuple(sorted((node_type[node], n) for node, n in take)) for take in layout))
-
-    def _decide_as_planned(self, view: ClusterView, active: list[JobState],
-                           layouts: dict[str, Layout]) -> Decisions:
-        """Keep jobs whose layout is unchanged; preempt the rest; start the new layouts on their planned nodes."""
-        gpu_node = view.topology.gpu_node
-        free = view.tentative()
-        preempt: list[str] = []
-        to_start: list[tuple[JobState, Layout]] = []
-        for state in active:
-            layout = layouts.get(state.job_id)
-            if state.status is Status.RUNNING:
-                if layout == self._current_layout(gpu_node, state):
-                    continue
-                preempt.append(state.job_id)
-                free.give(state.gpu_ids)
-            if layout is not None:
-                to_start.append((state, layout))
-        starts = [_start_on(free, state, layout) for state, layout in to_start]
-        return Decisions(start=tuple(starts), preempt=tuple(preempt))
 
     def _current_layout(self, gpu_node: tuple[int, ...], state: JobState) -> Layout:
         """`current_layout`, worked out again only when the job's GPUs changed."""
@@ -536,7 +527,9 @@ class _InShape:
         """``to_start`` and any evicted jobs, each with the nodes it gets; None if some take fits nowhere."""
         jobs: list[tuple[JobState, Layout]] = []
         takes: list[list[list[tuple[int, int] | None]]] = []  # per job, per copy: (node, GPUs) or None
-        left: deque[tuple[int, int, int]] = deque()  # (job, copy, entry) still without a node
+        # (-GPUs, job, copy, entry) of the takes still without a node: the widest go first,
+        # before narrower ones crowd the nodes with room for them.
+        left: list[tuple[int, int, int, int]] = []
 
         def claim_planned(state: JobState, layout: Layout) -> None:
             j = len(jobs)
@@ -550,14 +543,14 @@ class _InShape:
                         entries.append((node, n))
                     else:
                         entries.append(None)
-                        left.append((j, c, e))
+                        heapq.heappush(left, (-n, j, c, e))
                 job_takes.append(entries)
             takes.append(job_takes)
 
         for state, layout in to_start:
             claim_planned(state, layout)
         while left:
-            j, c, e = left.popleft()
+            _, j, c, e = heapq.heappop(left)
             state, layout = jobs[j]
             planned, n = layout[c][e]
             used = {node for node, _ in layout[c]} | {entry[0] for entry in takes[j][c] if entry is not None}
