@@ -1,6 +1,6 @@
 """Where Hadar's rounds go, counted: how many jobs a round plans, and how many find nothing.
 
-Runs ``hadar`` (its defaults) on the first N jobs of a trace (the cluster of
+Runs ``hadar`` (or ``--policy hadare``, its defaults) on the first N jobs of a trace (the cluster of
 ``bench_policies.py speed``), ideal performance model, seed 0, with counters
 wrapped around its planner, and prints one JSON line:
 
@@ -14,7 +14,9 @@ wrapped around its planner, and prints one JSON line:
   which no job left in the round found room in slot 0 (now) for its GPUs
   among its types: they cannot run this round, and all that an early stop
   when slot 0 is full could skip;
-* ``cpu_us_per_job_planned``: the run's CPU time over ``jobs_planned``.
+* ``cpu_us_per_job_planned``: the run's CPU time over ``jobs_planned``;
+* ``preemptions``: over all jobs (a job moved to other GPUs counts one),
+  and ``avg_jct_s``, the mean job completion time.
 
 ``records_sha256`` is the same hash as ``bench_policies.py speed``'s: the
 counters change no decision. CPU seconds include the counters' own cost.
@@ -38,6 +40,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", default="philly_2017", choices=sorted(SPEED_CLUSTERS))
     parser.add_argument("--first-n", type=int, default=10000)
+    parser.add_argument("--policy", default="hadar", choices=["hadar", "hadare"])
     args = parser.parse_args()
 
     from rackwise import traces
@@ -77,12 +80,16 @@ def main() -> None:
     HadarPlanner._rows, HadarPlanner._plan = counted_rows, counted_plan  # type: ignore[method-assign]
     try:
         start = time.process_time()
-        result = Simulator(topology, jobs, make_policy("hadar"), seed=0).run()
+        result = Simulator(topology, jobs, make_policy(args.policy), seed=0).run()
         cpu_s = time.process_time() - start
     finally:
         HadarPlanner._rows, HadarPlanner._plan = rows_of, plan_of  # type: ignore[method-assign]
     digest = hashlib.sha256(repr(result.records).encode()).hexdigest()[:16]
-    print(json.dumps({"figure": "hadar_rounds", "trace": args.trace, "first_n": args.first_n, **counts,
+    records = result.records
+    print(json.dumps({"figure": "hadar_rounds", "policy": args.policy, "trace": args.trace,
+                      "first_n": args.first_n, **counts,
+                      "preemptions": sum(r.n_preemptions for r in records),
+                      "avg_jct_s": round(sum(r.jct_s for r in records) / len(records), 1),
                       "cpu_s": round(cpu_s, 2),
                       "cpu_us_per_job_planned": round(cpu_s / max(1, counts["jobs_planned"]) * 1e6, 1),
                       "records_sha256": digest, **provenance()}))
