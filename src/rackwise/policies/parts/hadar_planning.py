@@ -17,6 +17,7 @@ policy's bases, so the parameters are declared once and set flat
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Callable, Sequence
@@ -471,7 +472,7 @@ class HadarPlanner:
                 free.give(state.gpu_ids)
             if layout is not None:
                 to_start.append((state, layout))
-        placing = _InShape(free, gpu_node, self._node_type, self._type_nodes, kept)
+        placing = _InShape(free, gpu_node, self._node_type, kept)
         placed = placing.place(to_start, layouts)
         if placed is None:
             return None
@@ -503,24 +504,45 @@ class _InShape:
     ``kept``: running jobs that stay where they run though planned elsewhere.
     When no node of a type has room for a take, the kept jobs on the node of
     that type with the most room move to their own planned layouts
-    (`evicted`), and the take goes there.
+    (`evicted`), and the take goes there. Each type's nodes are kept in
+    buckets by free GPUs left, so a take finds its node without a scan.
     """
 
     def __init__(self, free: TentativeAllocation, gpu_node: Sequence[int], node_type: Sequence[int],
-                 type_nodes: Sequence[Sequence[int]], kept: dict[str, JobState]) -> None:
-        self._free, self._gpu_node, self._node_type, self._type_nodes = free, gpu_node, node_type, type_nodes
-        self._room: dict[int, int] = {}  # free GPUs left per node, read when first needed
+                 kept: dict[str, JobState]) -> None:
+        self._gpu_node, self._node_type = gpu_node, node_type
+        self._room = free.free_counts()  # free GPUs left per node
+        # _by_room[type][g]: the type's nodes with g free GPUs left, ascending
+        self._by_room: dict[int, dict[int, list[int]]] = {}
+        for node, room in enumerate(self._room):
+            self._by_room.setdefault(node_type[node], {}).setdefault(room, []).append(node)
         self._kept_on: dict[int, list[JobState]] = {}
         for state in kept.values():
             for node in dict.fromkeys(map(gpu_node.__getitem__, state.gpu_ids)):
                 self._kept_on.setdefault(node, []).append(state)
         self.evicted: list[JobState] = []
 
-    def room(self, node: int) -> int:
-        room = self._room.get(node)
-        if room is None:
-            room = self._room[node] = self._free.free_in_node(node)
-        return room
+    def _change(self, node: int, by: int) -> None:
+        """``by`` more free GPUs left on ``node`` (fewer when negative)."""
+        buckets = self._by_room[self._node_type[node]]
+        old = self._room[node]
+        bucket = buckets[old]
+        del bucket[bisect.bisect_left(bucket, node)]
+        self._room[node] = old + by
+        bisect.insort(buckets.setdefault(old + by, []), node)
+
+    def _fitting(self, node_type: int, n: int, used: set[int], own: Sequence[int]) -> int | None:
+        """The job's own node of the type with ``n`` free, else the one with the fewest free (lowest id first)."""
+        room = self._room
+        mine = [m for m in own if self._node_type[m] == node_type and m not in used and room[m] >= n]
+        if mine:
+            return min(mine, key=lambda m: (room[m], m))
+        buckets = self._by_room[node_type]
+        for left in sorted(g for g in buckets if g >= n):
+            for node in buckets[left]:
+                if node not in used:
+                    return node
+        return None
 
     def place(self, to_start: list[tuple[JobState, Layout]],
               layouts: dict[str, Layout]) -> list[tuple[JobState, Layout]] | None:
@@ -538,8 +560,8 @@ class _InShape:
             for c, take in enumerate(layout):
                 entries: list[tuple[int, int] | None] = []
                 for e, (node, n) in enumerate(take):
-                    if self.room(node) >= n:
-                        self._room[node] -= n
+                    if self._room[node] >= n:
+                        self._change(node, -n)
                         entries.append((node, n))
                     else:
                         entries.append(None)
@@ -554,43 +576,41 @@ class _InShape:
             state, layout = jobs[j]
             planned, n = layout[c][e]
             used = {node for node, _ in layout[c]} | {entry[0] for entry in takes[j][c] if entry is not None}
-            same_type = [node for node in self._type_nodes[self._node_type[planned]] if node not in used]
-            fits = [node for node in same_type if self.room(node) >= n]
+            own = list(dict.fromkeys(map(self._gpu_node.__getitem__, state.gpu_ids)))
+            node = self._fitting(self._node_type[planned], n, used, own)
             evicted: list[JobState] = []
-            if fits:
-                own = set(map(self._gpu_node.__getitem__, state.gpu_ids))
-                node = min(fits, key=lambda m: (m not in own, self._room[m], m))
-            else:
-                made = self._make_room(same_type, n)
+            if node is None:
+                made = self._make_room(self._node_type[planned], n, used)
                 if made is None:
                     return None
                 node, evicted = made
-            self._room[node] -= n
+            self._change(node, -n)
             takes[j][c][e] = (node, n)
             for moved in evicted:  # after the take: their own layouts look for room anew
                 claim_planned(moved, layouts[moved.job_id])
         return [(state, tuple(tuple(entry for entry in copy if entry is not None) for copy in job_takes))
                 for (state, _), job_takes in zip(jobs, takes)]
 
-    def _make_room(self, nodes: list[int], n: int) -> tuple[int, list[JobState]] | None:
-        """Move kept jobs off the node of ``nodes`` with the most room until it has ``n`` free.
+    def _make_room(self, node_type: int, n: int, used: set[int]) -> tuple[int, list[JobState]] | None:
+        """Move kept jobs off the node of the type with the most room until it has ``n`` free.
 
         (that node, the jobs moved), or None if no node can have ``n`` free so.
+        Only nodes holding kept jobs can gain room, so only those are looked at.
         """
-        def reachable(node: int) -> int:
-            return self.room(node) + sum(self._gpus_on(s, node) for s in self._kept_on.get(node, ()))
-
-        candidates = [node for node in nodes if reachable(node) >= n]
+        room = self._room
+        candidates = [node for node, states in self._kept_on.items()
+                      if self._node_type[node] == node_type and node not in used
+                      and room[node] + sum(self._gpus_on(s, node) for s in states) >= n]
         if not candidates:
             return None
-        node = min(candidates, key=lambda m: (-self._room[m], m))
+        node = min(candidates, key=lambda m: (-room[m], m))
         moved: list[JobState] = []
-        for state in sorted(self._kept_on.get(node, ()), key=lambda s: -self._gpus_on(s, node)):
-            if self._room[node] >= n:
+        for state in sorted(self._kept_on[node], key=lambda s: -self._gpus_on(s, node)):
+            if room[node] >= n:
                 break
             for gpu in state.gpu_ids:
                 other = self._gpu_node[gpu]
-                self._room[other] = self.room(other) + 1
+                self._change(other, 1)
                 if state in self._kept_on.get(other, ()):
                     self._kept_on[other].remove(state)
             moved.append(state)
