@@ -15,6 +15,9 @@ wrapped around its planner, and prints one JSON line:
   among its types: they cannot run this round, and all that an early stop
   when slot 0 is full could skip;
 * ``cpu_us_per_job_planned``: the run's CPU time over ``jobs_planned``;
+* ``rounds_moved_as_planned``: rounds whose decision could not keep the
+  running jobs planned in their shape where they run, and moved every
+  job whose layout changed to its planned nodes;
 * ``preemptions``: over all jobs (a job moved to other GPUs counts one),
   and ``avg_jct_s``, the mean job completion time.
 
@@ -50,10 +53,10 @@ def main() -> None:
     from rackwise.sim.engine import Simulator
 
     counts = {"rounds": 0, "jobs_planned": 0, "jobs_offered_nothing": 0, "offered_nothing_last": 0,
-              "planned_after_slot0_full": 0}
+              "planned_after_slot0_full": 0, "rounds_moved_as_planned": 0}
     offered: list[bool] = []  # per job planned this round: whether any slot offered it GPUs
     room_now: list[bool] = []  # per job planned this round: whether slot 0 had its GPUs free
-    rows_of, plan_of = HadarPlanner._rows, HadarPlanner._plan
+    rows_of, plan_of, decide_of = HadarPlanner._rows, HadarPlanner._plan, HadarPlanner._decide_keeping
 
     def counted_rows(self: HadarPlanner, *args: Any) -> Any:
         book, _, n_gpus, types = args
@@ -75,15 +78,21 @@ def main() -> None:
             (i for i, room in enumerate(room_now) if room), default=-1)
         return layouts
 
+    def counted_decide(self: HadarPlanner, *args: Any, in_shape: bool) -> Any:
+        counts["rounds_moved_as_planned"] += not in_shape
+        return decide_of(self, *args, in_shape=in_shape)
+
     topology = uniform_cluster(*SPEED_CLUSTERS[args.trace])
     jobs = traces.load(args.trace, first_n=args.first_n).drop_oversized(topology.n_gpus)
     HadarPlanner._rows, HadarPlanner._plan = counted_rows, counted_plan  # type: ignore[method-assign]
+    HadarPlanner._decide_keeping = counted_decide  # type: ignore[method-assign]
     try:
         start = time.process_time()
         result = Simulator(topology, jobs, make_policy(args.policy), seed=0).run()
         cpu_s = time.process_time() - start
     finally:
         HadarPlanner._rows, HadarPlanner._plan = rows_of, plan_of  # type: ignore[method-assign]
+        HadarPlanner._decide_keeping = decide_of  # type: ignore[method-assign]
     digest = hashlib.sha256(repr(result.records).encode()).hexdigest()[:16]
     records = result.records
     print(json.dumps({"figure": "hadar_rounds", "policy": args.policy, "trace": args.trace,

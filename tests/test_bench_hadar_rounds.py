@@ -28,5 +28,6 @@ def test_counters_leave_the_records_as_they_are_and_add_up() -> None:
     assert 0 < figures["rounds"] <= figures["jobs_planned"]
     assert 0 <= figures["offered_nothing_last"] <= figures["jobs_offered_nothing"] <= figures["jobs_planned"]
     assert 0 <= figures["planned_after_slot0_full"] <= figures["jobs_planned"]
+    assert 0 <= figures["rounds_moved_as_planned"] <= figures["rounds"]
     assert figures["preemptions"] == sum(r.n_preemptions for r in records)
     assert figures["avg_jct_s"] == round(sum(r.jct_s for r in records) / len(records), 1)

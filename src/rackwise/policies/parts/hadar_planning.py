@@ -452,8 +452,8 @@ class HadarPlanner:
 
     def _decide_keeping(self, view: ClusterView, active: list[JobState], layouts: dict[str, Layout],
                         in_shape: bool) -> Decisions | None:
-        """`_decide`, keeping in place running jobs planned in their shape (``in_shape``) or only
-        those planned where they run; None when some job cannot be placed in its shape."""
+        """One decision. With ``in_shape``, running jobs planned in their shape stay where they
+        run; else only those planned on their own nodes do. None when a take finds no node."""
         gpu_node = view.topology.gpu_node
         free = view.tentative()
         moving: list[JobState] = []
