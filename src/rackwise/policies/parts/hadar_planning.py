@@ -131,7 +131,7 @@ class JobTypes:
         return cls(tuple(values), usable, at_least, fastest, tiers)
 
 
-_UTILITIES_KEPT = 1 << 16  # utilities remembered at most (then forgotten all at once)
+_UTILITIES_KEPT = 1 << 16  # utilities (and layout shapes) remembered at most, then forgotten at once
 
 # A job to plan this round: (state, remaining iterations, slots since arrival, gamma3, its types).
 _Planned = tuple[JobState, float, int, float, JobTypes]
@@ -165,6 +165,7 @@ class HadarPlanner:
         # A running job's layout, with the GPUs and copies it was read from: kept while they stay.
         self._current: dict[str, tuple[tuple[tuple[int, ...], int], Layout]] = {}
         self._utilities: dict[tuple[int, float], float] = {}  # (slots, gamma3) -> utility: see `_f`
+        self._shapes: dict[Layout, tuple[tuple[tuple[int, int], ...], ...]] = {}  # see `_shape`
         self._constants: dict[str, tuple[JobTypes, float]] = {}  # see `_job_constants`
 
     @property
@@ -483,9 +484,18 @@ class HadarPlanner:
         return Decisions(start=tuple(starts), preempt=tuple(preempt))
 
     def _shape(self, layout: Layout) -> tuple[tuple[tuple[int, int], ...], ...]:
-        """Per copy, its nodes' (GPU type, GPUs): what a layout's progress depends on."""
-        node_type = self._node_type
-        return tuple(sorted(tuple(sorted((node_type[node], n) for node, n in take)) for take in layout))
+        """Per copy, its nodes' (GPU type, GPUs): what a layout's progress depends on.
+
+        Remembered: a kept job's layout, and often its plan, are asked again every round.
+        """
+        shape = self._shapes.get(layout)
+        if shape is None:
+            if len(self._shapes) >= _UTILITIES_KEPT:
+                self._shapes.clear()
+            node_type = self._node_type
+            shape = self._shapes[layout] = tuple(sorted(tuple(sorted((node_type[node], n) for node, n in take))
+                                                        for take in layout))
+        return shape
 
     def _current_layout(self, gpu_node: tuple[int, ...], state: JobState) -> Layout:
         """`current_layout`, worked out again only when the job's GPUs changed."""
