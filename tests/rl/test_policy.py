@@ -1,26 +1,73 @@
-"""The ``marl`` policy: clear error without the extra, runs in the simulator, CLI commands."""
+"""The ``marl`` policy: runs without torch, in the simulator, CLI commands."""
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
-from rackwise.errors import MissingExtraError
-from rackwise.policies.registry import all_policies, make_policy, policy_class
+from rackwise.policies.registry import make_policy, policy_class
+
+_WITHOUT_TORCH = """
+import sys
+
+class NoTorch:
+    def find_spec(self, name, path=None, target=None):
+        if name == "torch" or name.startswith("torch."):
+            raise ImportError("torch is blocked")
+
+sys.meta_path.insert(0, NoTorch())
+from rackwise.cluster.topology import uniform_cluster
+from rackwise.policies.registry import make_policy
+from rackwise.sim.engine import simulate
+from rackwise.workload.job import Job
+
+jobs = [Job(f"j{i}", 20.0 * i, w, 300.0 + 50 * i, model="resnet50") for i, w in enumerate([1, 2, 8, 1, 4, 2] * 4)]
+result = simulate(uniform_cluster(4, 4, 4), jobs, make_policy("marl"), seed=0)
+assert len(result.records) == len(jobs)
+assert not any(name == "torch" or name.startswith("torch.") for name in sys.modules)
+print(repr(result.records))
+"""
 
 
-def test_listed_and_importable_without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "torch" else real(name, *a))
-    assert "marl" in all_policies()
-    cls = policy_class("marl")
-    assert cls.needs_extra == "rl"
-    with pytest.raises(MissingExtraError) as info:
-        make_policy("marl")
-    message = str(info.value)
-    assert "pip install 'rackwise[rl]'" in message and "\n" not in message
+def test_runs_without_torch() -> None:
+    """The shipped weights are read from numpy arrays: a run imports no torch, and decides as one with it."""
+    import subprocess
+    import sys
+
+    from rackwise.cluster.topology import uniform_cluster
+    from rackwise.sim.engine import simulate
+    from rackwise.workload.job import Job
+
+    assert policy_class("marl").needs_extra is None
+    done = subprocess.run([sys.executable, "-c", _WITHOUT_TORCH], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    jobs = [Job(f"j{i}", 20.0 * i, w, 300.0 + 50 * i, model="resnet50")
+            for i, w in enumerate([1, 2, 8, 1, 4, 2] * 4)]
+    here = simulate(uniform_cluster(4, 4, 4), jobs, make_policy("marl"), seed=0)
+    assert done.stdout.strip() == repr(here.records)
+
+
+def test_weights_that_miss_a_layer_are_named_before_the_run(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import shutil
+
+    import numpy as np
+
+    from rackwise.cluster.topology import uniform_cluster
+    from rackwise.errors import InputError
+    from rackwise.policies.parts.marl.checkpoint import SHIPPED
+    from rackwise.sim.engine import simulate
+    from rackwise.workload.job import Job
+
+    shutil.copy(SHIPPED.with_suffix(".json"), tmp_path / "ck.json")
+    with pytest.raises(InputError, match=r"ck\.npz.*no such checkpoint file"):
+        simulate(uniform_cluster(2, 4, 4), [Job("j", 0.0, 1, 60.0)],
+                 make_policy("marl", checkpoint=str(tmp_path / "ck")), seed=0)
+    with np.load(SHIPPED.with_suffix(".npz")) as stored:
+        arrays = {key: stored[key] for key in stored.files if "job_in.2" not in key}
+    np.savez(tmp_path / "ck.npz", **arrays)
+    with pytest.raises(InputError, match=r"ck\.npz.*weights do not match the actor: no 'job_in\.2\.weight'"):
+        simulate(uniform_cluster(2, 4, 4), [Job("j", 0.0, 1, 60.0)],
+                 make_policy("marl", checkpoint=str(tmp_path / "ck")), seed=0)
 
 
 torch = pytest.importorskip("torch", reason="needs the rl extra: pip install 'rackwise[rl]'")
@@ -143,3 +190,16 @@ def test_las_order_runs_tiresias_decisions_with_the_agents_placement() -> None:
     simulate(cluster, jobs, tiresias, seed=3)
     assert sum(len(decisions.preempt) for _, decisions in las.decisions) >= 5
     assert las.decisions == tiresias.decisions  # the same starts on the same GPUs, the same preemptions
+
+
+def test_the_shipped_arrays_are_the_shipped_weights() -> None:
+    """``marl.npz`` is ``export()`` of ``marl.pt``: every tensor, bit for bit, and nothing else."""
+    from rackwise.policies.parts.marl.checkpoint import SHIPPED
+
+    state = torch.load(SHIPPED.with_suffix(".pt"), weights_only=True)
+    with np.load(SHIPPED.with_suffix(".npz")) as stored:
+        assert sorted(stored.files) == sorted(f"{part}/{name}" for part, tensors in state.items()
+                                              for name in tensors)
+        for part, tensors in state.items():
+            for name, tensor in tensors.items():
+                np.testing.assert_array_equal(stored[f"{part}/{name}"], tensor.numpy())

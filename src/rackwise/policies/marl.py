@@ -1,4 +1,4 @@
-"""MARL placement: several learned scheduler agents sharing one cluster (the ``rl`` extra).
+"""MARL placement: several learned scheduler agents sharing one cluster.
 
 rackwise's implementation of the published design of multi-agent graph RL
 scheduling (shared/papers/marl_gnn.md; docs/policies/marl.md). Only the
@@ -15,14 +15,13 @@ the placement heuristics the design is measured against, under the very same
 per-agent FIFO order. An agent whose head does not fit
 waits (no backfilling within an agent). With ``order="las"`` Tiresias
 decides which jobs run and which are preempted, and each job it starts is
-placed by its own agent. torch is imported in ``reset``, so listing the
-policy needs no extra.
+placed by its own agent. A run reads the checkpoint's numpy weights and
+needs no torch; training one (`rackwise.rl`) needs the ``rl`` extra.
 """
 
 from __future__ import annotations
 
 import bisect
-import importlib.util
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
@@ -31,14 +30,13 @@ import numpy as np
 from rackwise.cluster.allocation import TentativeAllocation
 from rackwise.engine.contract import Capabilities
 from rackwise.engine.view import ClusterView
-from rackwise.errors import MissingExtraError, UnknownNameError, suggest
+from rackwise.errors import InputError, UnknownNameError, suggest
 from rackwise.policies.base import NOTHING, BasePolicy, Decisions, Start
 from rackwise.policies.parts.marl.anchors import ANCHOR_RULES, NEEDS_PREDICTOR, anchor_action
 from rackwise.policies.tiresias import Tiresias
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState
 
-INSTALL_HINT = "pip install 'rackwise[rl]'"
 ORDERS: tuple[str, ...] = ("fifo", "fewest-gpus", "las")
 
 
@@ -53,21 +51,15 @@ class _LasDecision:
     asked: list[int] = field(default_factory=list)  # GPUs each of those queues asks for
 
 
-def _check_extra() -> None:
-    if importlib.util.find_spec("torch") is None:
-        raise MissingExtraError(f"policy 'marl' needs torch, from the rl extra: {INSTALL_HINT}")
-
-
 @dataclass(kw_only=True)
 class Marl(BasePolicy):
-    """Multi-agent graph-RL placement with a hierarchical GNN (needs the rl extra).
+    """Multi-agent graph-RL placement with a hierarchical GNN.
 
     Args:
-        checkpoint: Path (stem, ``.pt`` or ``.json``) of a checkpoint from
+        checkpoint: Path (stem, ``.pt``, ``.npz`` or ``.json``) of a checkpoint from
             ``rackwise train-marl``; None: the one shipped with rackwise.
-        threads: Threads torch (the interference model) and numpy's BLAS (the
-            actor) may use: 1 is fastest for one small decision, and a BLAS
-            thread left waiting burns a core.
+        threads: Threads numpy's BLAS (the actor) may use: 1 is fastest for
+            one small decision, and a BLAS thread left waiting burns a core.
         placement: ``"learned"`` (the trained actor) or a fixed anchor rule of
             `ANCHOR_RULES` (``first-fit``, ``spread``, ``consolidated``,
             ``greedy`` with the checkpoint's interference model, ``random``):
@@ -81,14 +73,12 @@ class Marl(BasePolicy):
     """
 
     name: ClassVar[str] = "marl"
-    needs_extra: ClassVar[str | None] = "rl"
     checkpoint: str | None = None
     threads: int = 1
     placement: str = "learned"
     order: str = "fifo"
 
     def __post_init__(self) -> None:
-        _check_extra()  # fail at construction with the install line, not deep in a run
         if self.placement != "learned" and self.placement not in ANCHOR_RULES:
             known = ("learned", *ANCHOR_RULES)
             raise UnknownNameError(f"unknown placement '{self.placement}' for marl; known: "
@@ -99,20 +89,21 @@ class Marl(BasePolicy):
 
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
-        _check_extra()
-        import torch
         from threadpoolctl import threadpool_limits
 
         from rackwise.policies.parts.marl.features import GraphIndex
         from rackwise.policies.parts.marl.inference import CachedActor
         from rackwise.policies.parts.marl.tracking import TrackedCluster
 
-        torch.set_num_threads(self.threads)
         threadpool_limits(self.threads, user_api="blas")
         self.checkpoint_ = _cached(self.checkpoint)
         self.n_agents_ = self.checkpoint_.config.n_agents
         self.index_ = GraphIndex.of(view.topology)
-        self.actor_ = CachedActor(self.checkpoint_.actor_critic, view.topology)
+        try:
+            self.actor_ = CachedActor(self.checkpoint_.actor_critic, view.topology)
+        except KeyError as exc:
+            raise InputError(f"weights do not match the actor: no {exc}",
+                             source=self.checkpoint_.source) from None
         self.tracked_ = TrackedCluster(self.index_)
         self.queues_: list[list[Job]] = [[] for _ in range(self.n_agents_)]
         self.asked_ = [0] * self.n_agents_  # GPUs asked for by each queue's jobs
@@ -250,7 +241,7 @@ class Marl(BasePolicy):
             # decisions on a busy cluster are so.
             return int(anchors[0]) if len(anchors) else None
         # only the actor and the greedy rule read the interference model's columns
-        predictor = self.checkpoint_.predictor if learned or self.placement in NEEDS_PREDICTOR else None
+        predictor = self.checkpoint_.pair_terms if learned or self.placement in NEEDS_PREDICTOR else None
         obs = observation(free, placed, self.queues_, agent, now=now, clock=0.0, index=self.index_,
                           predictor=predictor, wait_allowed=False, on_server=on_server, graph=graph,
                           asked=asked)
@@ -279,7 +270,7 @@ _LOADED: dict[str | None, Any] = {}
 def _cached(path: str | None) -> Any:
     """Each checkpoint is read once per process (runs and sweeps reset policies often)."""
     if path not in _LOADED:
-        from rackwise.policies.parts.marl.checkpoint import load
+        from rackwise.policies.parts.marl.checkpoint import load_weights
 
-        _LOADED[path] = load(path)
+        _LOADED[path] = load_weights(path)
     return _LOADED[path]

@@ -28,5 +28,5 @@ def require(module: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError:
         raise MissingExtraError(
-            f"'{module}' is not installed; the MARL scheduler needs the rl extra: {INSTALL_HINT}"
+            f"'{module}' is not installed; training the MARL scheduler needs the rl extra: {INSTALL_HINT}"
         ) from None

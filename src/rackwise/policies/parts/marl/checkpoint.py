@@ -1,9 +1,12 @@
 """Checkpoints: network weights (``.pt``, state dicts only) beside their config (``.json``).
 
-A checkpoint is two files with one stem: ``marl.pt`` holds the actor-critic
+A checkpoint is files with one stem: ``marl.pt`` holds the actor-critic
 and interference-model weights, ``marl.json`` the configuration they were
-built with and a summary of the training run. Loading uses
-``torch.load(weights_only=True)``: no pickled code is executed.
+built with and a summary of the training run, and ``marl.npz`` the same
+weights as numpy arrays, all a run of ``marl`` reads (`load_weights`): it
+needs no torch. Training resumes from the ``.pt`` file (`load`), read with
+``torch.load(weights_only=True)``: no pickled code is executed. `export`
+writes the ``.npz`` file of a checkpoint that has none.
 """
 
 from __future__ import annotations
@@ -13,8 +16,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from rackwise.errors import InputError
 from rackwise.policies.parts.marl import require
+from rackwise.policies.parts.marl.pair_terms import PairTerms
 
 SHIPPED = Path(__file__).parent / "data" / "marl"
 
@@ -38,17 +44,92 @@ class Checkpoint:
     predictor: Any  # Predictor
 
 
+@dataclass
+class Weights:
+    """What a run of ``marl`` reads: the config, the actor-critic's state dict and the pair terms."""
+
+    config: ModelConfig
+    actor_critic: dict[str, np.ndarray]
+    pair_terms: PairTerms
+    source: str  # the ``.npz`` file, for errors
+
+
 def save(path: str | Path, checkpoint: Checkpoint) -> tuple[Path, Path]:
-    """Write ``<stem>.pt`` and ``<stem>.json``; returns both paths."""
+    """Write ``<stem>.pt``, ``<stem>.npz`` and ``<stem>.json``; returns the first and the last."""
     torch = require("torch")
     stem = Path(path).with_suffix("")
     stem.parent.mkdir(parents=True, exist_ok=True)
     weights, config = stem.with_suffix(".pt"), stem.with_suffix(".json")
-    torch.save({"actor_critic": checkpoint.actor_critic.state_dict(),
-                "interference": checkpoint.predictor.model.state_dict()}, weights)
+    states = {"actor_critic": checkpoint.actor_critic.state_dict(),
+              "interference": checkpoint.predictor.model.state_dict()}
+    torch.save(states, weights)
+    _write_arrays(stem, states)
     config.write_text(json.dumps(asdict(checkpoint.config), indent=2, sort_keys=True) + "\n",
                       encoding="utf-8")
     return weights, config
+
+
+def export(path: str | Path | None = None) -> Path:
+    """Write ``<stem>.npz`` from ``<stem>.pt`` (default: the shipped checkpoint); needs torch.
+
+    The shipped ``marl.npz`` is made this way:
+    ``python -c "from rackwise.policies.parts.marl.checkpoint import export; export()"``.
+    """
+    torch = require("torch")
+    stem = Path(path).with_suffix("") if path is not None else SHIPPED
+    weights = stem.with_suffix(".pt")
+    if not weights.is_file():
+        raise InputError("no such checkpoint file; train one with `rackwise train-marl`",
+                         source=str(weights))
+    return _write_arrays(stem, torch.load(weights, map_location="cpu", weights_only=True))
+
+
+def _write_arrays(stem: Path, states: dict[str, Any]) -> Path:
+    arrays = {f"{part}/{name}": tensor.detach().cpu().numpy()
+              for part, state in states.items() for name, tensor in state.items()}
+    target = stem.with_suffix(".npz")
+    np.savez(target, **arrays)
+    return target
+
+
+def load_weights(path: str | Path | None = None) -> Weights:
+    """Read a checkpoint's config and ``.npz`` weights (default: the shipped one), without torch.
+
+    Raises:
+        InputError: a file is missing or unreadable, or the interference model's weights are
+            not all there (the actor's are checked when `CachedActor` reads them).
+    """
+    stem = Path(path).with_suffix("") if path is not None else SHIPPED
+    arrays_path = stem.with_suffix(".npz")
+    config = _read_config(stem)
+    if not arrays_path.is_file():
+        hint = f"; write it with export({str(stem)!r})" if stem.with_suffix(".pt").is_file() else ""
+        raise InputError(f"no such checkpoint file{hint}", source=str(arrays_path))
+    try:
+        with np.load(arrays_path, allow_pickle=False) as stored:
+            parts: dict[str, dict[str, np.ndarray]] = {"actor_critic": {}, "interference": {}}
+            for key in stored.files:
+                part, _, name = key.partition("/")
+                parts.setdefault(part, {})[name] = stored[key]
+    except (OSError, ValueError) as exc:
+        raise InputError(f"unreadable weights: {exc}", source=str(arrays_path)) from None
+    try:
+        pair_terms = PairTerms(parts["interference"])
+    except KeyError as exc:
+        raise InputError(f"weights do not match the interference model: no {exc}",
+                         source=str(arrays_path)) from None
+    return Weights(config, parts["actor_critic"], pair_terms, str(arrays_path))
+
+
+def _read_config(stem: Path) -> ModelConfig:
+    config_path = stem.with_suffix(".json")
+    if not config_path.is_file():
+        raise InputError("no such checkpoint file; train one with `rackwise train-marl`",
+                         source=str(config_path))
+    try:
+        return ModelConfig(**json.loads(config_path.read_text(encoding="utf-8")))
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"bad checkpoint config: {exc}", source=str(config_path)) from None
 
 
 def load(path: str | Path | None = None) -> Checkpoint:
@@ -63,15 +144,11 @@ def load(path: str | Path | None = None) -> Checkpoint:
     from rackwise.policies.parts.marl.interference import InterferenceModel, Predictor
 
     stem = Path(path).with_suffix("") if path is not None else SHIPPED
-    weights, config_path = stem.with_suffix(".pt"), stem.with_suffix(".json")
-    for item in (weights, config_path):
-        if not item.is_file():
-            raise InputError("no such checkpoint file; train one with `rackwise train-marl`",
-                             source=str(item))
-    try:
-        config = ModelConfig(**json.loads(config_path.read_text(encoding="utf-8")))
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"bad checkpoint config: {exc}", source=str(config_path)) from None
+    weights = stem.with_suffix(".pt")
+    if not weights.is_file():
+        raise InputError("no such checkpoint file; train one with `rackwise train-marl`",
+                         source=str(weights))
+    config = _read_config(stem)
     state = torch.load(weights, map_location="cpu", weights_only=True)
     model = ActorCritic(config.n_agents, config.hidden, config.head_hidden)
     interference = InterferenceModel()

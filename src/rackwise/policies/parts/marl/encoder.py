@@ -26,6 +26,7 @@ from rackwise.policies.parts.marl.features import (
     N_SERVER_FEATURES,
     job_feature_size,
 )
+from rackwise.policies.parts.marl.inference import LAYER_NORM_EPS
 
 if TYPE_CHECKING:
     import torch
@@ -57,7 +58,7 @@ class _Siblings(nn.Module):
     def __init__(self, hidden: int) -> None:
         super().__init__()
         self.update = nn.Linear(2 * hidden, hidden)
-        self.norm = nn.LayerNorm(hidden)
+        self.norm = nn.LayerNorm(hidden, eps=LAYER_NORM_EPS)
 
     def forward(self, h: torch.Tensor, index: torch.Tensor | None, n_groups: int) -> torch.Tensor:
         if index is None:  # one group: the datacenter

@@ -3,7 +3,8 @@
 A decision asks the actor about one observation. torch spends most of such
 a call dispatching about a hundred small operators (docs/benchmarks.md,
 thirty-third run), so `CachedActor` runs the same layers, with the trained
-float32 weights read once from `ActorCritic`, as numpy array operations.
+float32 weights of `ActorCritic` (its state dict, from the checkpoint's
+``.npz`` file: no torch needed), as numpy array operations.
 Its logits agree with `ActorCritic.logits` to about 1e-6 (the kernels sum
 in other orders); ``marl`` compares logits on a 1/256 grid for that reason.
 
@@ -22,11 +23,13 @@ a pass from scratch to float32 rounding (`tests/rl/test_incremental.py`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+LAYER_NORM_EPS = 1e-5  # the encoder's LayerNorm (`encoder._Siblings`); torch's default
 _ROWS_KEPT = 1024  # sets of groups whose rows are kept (then forgotten all at once)
 
 
@@ -44,8 +47,10 @@ class _Linear:
     bias: np.ndarray
 
     @classmethod
-    def of(cls, module: Any) -> _Linear:
-        return cls(np.ascontiguousarray(module.weight.detach().numpy().T), module.bias.detach().numpy().copy())
+    def of(cls, weights: Mapping[str, Any], name: str) -> _Linear:
+        """The layer ``name`` of a state dict of numpy arrays."""
+        return cls(np.ascontiguousarray(np.asarray(weights[f"{name}.weight"], dtype=np.float32).T),
+                   np.array(weights[f"{name}.bias"], dtype=np.float32))
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         out: np.ndarray = x @ self.weight
@@ -61,8 +66,8 @@ class _Mlp:
     second: _Linear
 
     @classmethod
-    def of(cls, module: Any) -> _Mlp:
-        return cls(_Linear.of(module[0]), _Linear.of(module[2]))
+    def of(cls, weights: Mapping[str, Any], name: str) -> _Mlp:
+        return cls(_Linear.of(weights, f"{name}.0"), _Linear.of(weights, f"{name}.2"))
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         return self.second(_relu(self.first(x)))
@@ -78,10 +83,10 @@ class _Siblings:
     eps: float
 
     @classmethod
-    def of(cls, module: Any) -> _Siblings:
-        norm = module.norm
-        return cls(_Linear.of(module.update), norm.weight.detach().numpy().copy(),
-                   norm.bias.detach().numpy().copy(), float(norm.eps))
+    def of(cls, weights: Mapping[str, Any], name: str) -> _Siblings:
+        return cls(_Linear.of(weights, f"{name}.update"),
+                   np.array(weights[f"{name}.norm.weight"], dtype=np.float32),
+                   np.array(weights[f"{name}.norm.bias"], dtype=np.float32), LAYER_NORM_EPS)
 
     def __call__(self, h: np.ndarray, message: np.ndarray) -> np.ndarray:
         x: np.ndarray = h + _relu(self.update(np.concatenate([h, message], axis=1)))
@@ -178,20 +183,25 @@ class CachedActor:
     """The actor's masked logits (as `ActorCritic.logits`, batch of one) for observations of one topology.
 
     Args:
-        model: A trained `ActorCritic`; its actor's weights are copied, so later training does not reach here.
+        weights: A trained `ActorCritic`'s state dict, as numpy arrays; the actor's
+            weights are copied, so later training does not reach here.
         topology: The cluster every observation describes.
+
+    Raises:
+        KeyError: a layer of the actor is missing from ``weights``.
     """
 
-    def __init__(self, model: Any, topology: Any) -> None:
-        encoder = model.actor_encoder
+    def __init__(self, weights: Mapping[str, Any], topology: Any) -> None:
+        encoder = "actor_encoder"
         self.gpu_in, self.server_in, self.rack_in = (
-            _Linear.of(encoder.gpu_in), _Linear.of(encoder.server_in), _Linear.of(encoder.rack_in))
+            _Linear.of(weights, f"{encoder}.{name}") for name in ("gpu_in", "server_in", "rack_in"))
         self.gpu_rounds, self.server_rounds, self.rack_rounds = (
-            [_Siblings.of(layer) for layer in level] for level in encoder.levels)
+            [_Siblings.of(weights, f"{encoder}.levels.{level}.{i}")
+             for i in range(_count(weights, f"{encoder}.levels.{level}."))] for level in range(3))
         self.server_pool, self.rack_pool, self.dc_pool = (
-            _Linear.of(encoder.server_pool), _Linear.of(encoder.rack_pool), _Linear.of(encoder.dc_pool))
-        self.job_in, self.candidate_in = _Mlp.of(model.job_in), _Linear.of(model.candidate_in)
-        self.server_head, self.wait_head = _Mlp.of(model.server_head), _Mlp.of(model.wait_head)
+            _Linear.of(weights, f"{encoder}.{name}") for name in ("server_pool", "rack_pool", "dc_pool"))
+        self.job_in, self.candidate_in = _Mlp.of(weights, "job_in"), _Linear.of(weights, "candidate_in")
+        self.server_head, self.wait_head = _Mlp.of(weights, "server_head"), _Mlp.of(weights, "wait_head")
         self.server_rack = np.asarray(topology.node_rack, dtype=np.int64)
         self.servers = _Groups(np.asarray(topology.gpu_node, dtype=np.int64), topology.n_nodes)
         self.racks = _Groups(self.server_rack, topology.n_racks)
@@ -268,3 +278,8 @@ class CachedActor:
         if mask[-1]:
             scores[-1] = self.wait_head(context)[0]
         return scores
+
+
+def _count(weights: Mapping[str, Any], prefix: str) -> int:
+    """How many numbered layers ``prefix0.``, ``prefix1.``, ... the state dict holds."""
+    return len({key[len(prefix):].split(".", 1)[0] for key in weights if key.startswith(prefix)})

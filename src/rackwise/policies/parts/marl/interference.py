@@ -15,7 +15,6 @@ performance model. It feeds the candidate features and the reward shaping.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,8 +24,8 @@ from rackwise.perf.config import PerfConfig
 from rackwise.perf.interference import Interference
 from rackwise.perf.throughput import default_table
 from rackwise.policies.parts.marl import require
-from rackwise.policies.parts.marl.features import MODELS, N_MODELS, GraphIndex, Placed, model_index
-from rackwise.workload.job import Job
+from rackwise.policies.parts.marl.features import MODELS, N_MODELS
+from rackwise.policies.parts.marl.pair_terms import PairTerms
 
 if TYPE_CHECKING:
     import torch
@@ -124,16 +123,12 @@ def fit_interference(samples: Samples, *, epochs: int = 30, batch_size: int = 25
     return model
 
 
-class Predictor:
-    """Numpy-facing wrapper of a trained `InterferenceModel` (not trained further: its pair
-    terms are kept)."""
+class Predictor(PairTerms):
+    """A trained `InterferenceModel` and its pair terms (not trained further: the terms are kept)."""
 
     def __init__(self, model: InterferenceModel) -> None:
+        super().__init__({name: value.numpy() for name, value in model.state_dict().items()})
         self.model = model
-        # Every (a, b) pair's term at each share seen, worked out in one pass per share: shares
-        # are GPUs over a server's size, so few; a table answers each pair alike in any batch.
-        self._shares = np.zeros(0, dtype=np.float32)  # ascending
-        self._tables = np.zeros((0, N_MODELS, N_MODELS))  # one per share, in that order
 
     def predict(self, samples: Samples) -> np.ndarray:
         """Predicted log-slowdown of each sample."""
@@ -141,71 +136,6 @@ class Predictor:
         with torch.no_grad():
             predicted: np.ndarray = self.model(target, neighbour, share).numpy().astype(np.float64)
         return predicted
-
-    def pair_terms(self, a: Sequence[int] | np.ndarray, b: Sequence[int] | np.ndarray,
-                   share: Sequence[float] | np.ndarray) -> np.ndarray:
-        """Each neighbour's contribution (`InterferenceModel.pair_term`), looked up per share."""
-        if not len(a):
-            return np.zeros(0)
-        shares = np.asarray(share, dtype=np.float32)
-        which = self._share_rows(shares)
-        if which is None:
-            self._add_tables(shares)
-            which = self._share_rows(shares)
-            assert which is not None
-        out: np.ndarray = self._tables[which, a, b]
-        return out
-
-    def _share_rows(self, shares: np.ndarray) -> np.ndarray | None:
-        """Each share's table, or None if one has none yet."""
-        if not len(self._shares):
-            return None
-        which = np.minimum(np.searchsorted(self._shares, shares), len(self._shares) - 1)
-        return which if (self._shares[which] == shares).all() else None
-
-    def _add_tables(self, shares: np.ndarray) -> None:
-        new = np.setdiff1d(shares, self._shares)
-        a, b = np.divmod(np.arange(N_MODELS * N_MODELS), N_MODELS)
-        tables = []
-        for share in new.tolist():
-            with torch.no_grad():
-                terms = self.model.pair_term(torch.as_tensor(a), torch.as_tensor(b),
-                                             torch.full((len(a),), share, dtype=torch.float32))
-            tables.append(terms.numpy().astype(np.float64).reshape(N_MODELS, N_MODELS))
-        all_shares = np.concatenate([self._shares, new])
-        order = np.argsort(all_shares)
-        self._shares = all_shares[order]
-        self._tables = np.concatenate([self._tables, np.stack(tables)])[order]
-
-    def candidate_effects(self, job: Job, on_server: list[list[tuple[Placed, float]]],
-                          servers: np.ndarray, index: GraphIndex) -> tuple[np.ndarray, np.ndarray]:
-        """For each anchor server: the head's predicted log-slowdown there, and the summed
-        increase of its neighbours' (the anchor server stands for the whole placement)."""
-        head = model_index(job.model)
-        slots = servers.tolist()
-        resident_lists = [on_server[s] for s in slots]
-        n_each = np.fromiter((len(items) for items in resident_lists), np.int64, len(slots))
-        n_pairs = int(n_each.sum())
-        if not n_pairs:
-            return np.zeros(len(servers)), np.zeros(len(servers))
-        # two terms per resident, in resident order: the head beside it (kind 0), it beside the head (1)
-        other = np.fromiter((item.model_id for items in resident_lists for item, _ in items),
-                            np.int64, n_pairs)
-        other_share = np.fromiter((share for items in resident_lists for _, share in items),
-                                  np.float64, n_pairs)
-        size = index.server_size[servers]
-        head_share = np.minimum(job.n_gpus, size) / size
-        owner = np.repeat(np.arange(len(slots)), n_each)
-        a = np.empty(2 * n_pairs, dtype=np.int64)
-        b = np.empty(2 * n_pairs, dtype=np.int64)
-        share = np.empty(2 * n_pairs)
-        a[0::2], a[1::2] = head, other
-        b[0::2], b[1::2] = other, head
-        share[0::2], share[1::2] = other_share, head_share[owner]
-        terms = self.pair_terms(a, b, share)
-        # each server's terms added one after another from 0, in resident order, as a loop would
-        return (np.bincount(owner, weights=terms[0::2], minlength=len(slots)),
-                np.bincount(owner, weights=terms[1::2], minlength=len(slots)))
 
 
 def mae(prediction: np.ndarray, truth: np.ndarray) -> float:
