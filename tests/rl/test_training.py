@@ -10,7 +10,7 @@ import pytest
 torch = pytest.importorskip("torch", reason="needs the rl extra: pip install 'rackwise[rl]'")
 
 from rackwise.cluster.topology import uniform_cluster  # noqa: E402
-from rackwise.policies.parts.marl.checkpoint import load, save  # noqa: E402
+from rackwise.policies.parts.marl.checkpoint import load, load_weights, save  # noqa: E402
 from rackwise.rl.curves import write_curves  # noqa: E402
 from rackwise.rl.mappo import TrainConfig, Trainer, ppo_update  # noqa: E402
 
@@ -64,6 +64,10 @@ def test_checkpoint_round_trips(tmp_path) -> None:  # type: ignore[no-untyped-de
                                  loaded.actor_critic.state_dict().items()):
         assert torch.equal(a, b), name
     assert loaded.config.training["note"] == "test"
+    arrays = load_weights(tmp_path / "ck")  # what a run reads, without torch
+    assert arrays.config == loaded.config
+    for name, tensor in trainer.model.state_dict().items():
+        np.testing.assert_array_equal(arrays.actor_critic[name], tensor.numpy(), err_msg=name)
 
 
 def test_curves_are_written(tmp_path) -> None:  # type: ignore[no-untyped-def]
