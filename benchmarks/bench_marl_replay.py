@@ -14,10 +14,10 @@ about and every batch of interference pairs, then:
   pass) about every observation too: the largest difference from the
   actor's finite logits, and the observations where ``marl``'s choice (the
   argmax on its 1/256 grid) differs;
-* asks the interference model for each captured batch as one tensor pass
-  and compares ``Predictor.pair_terms``' answer: the terms that differ
-  (rounding that depends on a batch's size, where the predictor runs the
-  network per batch).
+* asks the torch interference model for each captured batch as one tensor
+  pass and compares the run's answer (`PairTerms.pair_terms`, numpy tables
+  from the same weights): the terms that differ, and the largest relative
+  difference (float32 rounding: numpy and torch sum in other orders).
 
 Prints one JSON line. Run with an older checkout first on ``PYTHONPATH``
 to compare:
@@ -42,13 +42,13 @@ def capture(trace: str, first_n: int) -> tuple[Any, list[dict[str, np.ndarray]],
     from rackwise import traces
     from rackwise.cluster.topology import uniform_cluster
     from rackwise.policies.parts.marl.inference import CachedActor
-    from rackwise.policies.parts.marl.interference import Predictor
+    from rackwise.policies.parts.marl.pair_terms import PairTerms
     from rackwise.policies.registry import make_policy
     from rackwise.sim.engine import Simulator
 
     observations: list[dict[str, np.ndarray]] = []
     batches: list[tuple[Any, ...]] = []
-    logits, pair_terms = CachedActor.logits, Predictor.pair_terms
+    logits, pair_terms = CachedActor.logits, PairTerms.pair_terms
 
     def kept_logits(self: Any, obs: dict[str, np.ndarray]) -> Any:
         observations.append({key: value.copy() for key, value in obs.items()})
@@ -60,11 +60,11 @@ def capture(trace: str, first_n: int) -> tuple[Any, list[dict[str, np.ndarray]],
 
     topology = uniform_cluster(*SPEED_CLUSTERS[trace])
     jobs = traces.load(trace, first_n=first_n).drop_oversized(topology.n_gpus)
-    CachedActor.logits, Predictor.pair_terms = kept_logits, kept_pairs  # type: ignore[method-assign]
+    CachedActor.logits, PairTerms.pair_terms = kept_logits, kept_pairs  # type: ignore[method-assign]
     try:
         Simulator(topology, jobs, make_policy("marl"), seed=0).run()
     finally:
-        CachedActor.logits, Predictor.pair_terms = logits, pair_terms  # type: ignore[method-assign]
+        CachedActor.logits, PairTerms.pair_terms = logits, pair_terms  # type: ignore[method-assign]
     return topology, observations, batches
 
 
@@ -83,11 +83,13 @@ def main() -> None:
 
     from rackwise.policies.marl import _cached
     from rackwise.policies.parts.marl import inference
+    from rackwise.policies.parts.marl.checkpoint import load
 
     torch.set_num_threads(1)
     topology, observations, batches = capture(args.trace, args.first_n)
     threadpool_limits(args.blas_threads, user_api="blas")  # marl's run set 1
-    checkpoint = _cached(None)
+    checkpoint = _cached(None)  # the numpy weights a run reads
+    networks = load(None)  # the torch networks they were exported from
     per_call_us = []
     lookup = "of_members" if hasattr(inference._Groups, "of_members") else "rows"  # older checkouts: rows
     lookup_of, calls = getattr(inference._Groups, lookup), [0]
@@ -131,27 +133,30 @@ def main() -> None:
         for obs in observations:
             ours = np.asarray(actor.logits(obs)).reshape(-1)
             with torch.inference_mode():
-                theirs = checkpoint.actor_critic.logits(stack_obs([obs]), *index)[0][0].numpy()
+                theirs = networks.actor_critic.logits(stack_obs([obs]), *index)[0][0].numpy()
             finite = np.isfinite(theirs)
             largest = max(largest, float(np.abs(ours[finite] - theirs[finite]).max()))
             choices_differ += int(np.round(ours * 256.0).argmax() != np.round(theirs * 256.0).argmax())
         network = {"largest_logit_difference": largest, "choices_unlike_the_network": choices_differ}
 
-    predictor = checkpoint.predictor
     differ = total = 0
+    largest_relative = 0.0
     for a, b, share in batches:
         with torch.no_grad():
-            model = predictor.model.pair_term(torch.as_tensor(a, dtype=torch.int64),
-                                              torch.as_tensor(b, dtype=torch.int64),
-                                              torch.as_tensor(share, dtype=torch.float32)).numpy()
-        differ += int((predictor.pair_terms(a, b, share) != model.astype(np.float64)).sum())
+            model = networks.predictor.model.pair_term(
+                torch.as_tensor(a, dtype=torch.int64), torch.as_tensor(b, dtype=torch.int64),
+                torch.as_tensor(share, dtype=torch.float32)).numpy().astype(np.float64)
+        ours = checkpoint.pair_terms.pair_terms(a, b, share)
+        differ += int((ours != model).sum())
+        largest_relative = max(largest_relative, float((np.abs(ours - model) / np.abs(model).clip(1e-30)).max()))
         total += len(a)
     print(json.dumps({"figure": "marl_replay", "trace": args.trace, "first_n": args.first_n,
                       "blas_threads": args.blas_threads,
                       "observations": len(observations), "actor_us_per_call": per_call_us,
                       "group_set_lookups": calls[0], "top_ops": top_ops, **network,
                       "pair_batches": len(batches), "pair_terms": total,
-                      "pair_terms_unlike_one_batch_pass": differ, **provenance()}))
+                      "pair_terms_unlike_the_model": differ,
+                      "pair_terms_largest_relative_difference": largest_relative, **provenance()}))
 
 
 if __name__ == "__main__":

@@ -21,3 +21,6 @@ def test_replay_compares_the_actor_with_the_network() -> None:
     assert len(figures["top_ops"]) == 3
     assert figures["choices_unlike_the_network"] == 0
     assert figures["largest_logit_difference"] < 1e-4  # numpy sums in another order: a little rounding
+    # the run's pair terms are the model's, from numpy tables: equal to float32 rounding
+    assert figures["pair_terms"] > 0
+    assert figures["pair_terms_largest_relative_difference"] < 1e-5
