@@ -13,7 +13,7 @@ from rackwise.cli.errors import reported
 
 def train_marl(
     out: Annotated[Path, typer.Option(
-        help="Folder for marl.pt, marl.json and the training curve.")] = Path("results/marl"),
+        help="Folder for marl.pt, marl.npz, marl.json and the training curve.")] = Path("results/marl"),
     updates: Annotated[int, typer.Option(help="PPO updates.")] = 40,
     episodes_per_update: Annotated[int, typer.Option(help="Episodes rolled out per update.")] = 4,
     n_jobs: Annotated[int, typer.Option(help="Jobs per episode.")] = 200,
