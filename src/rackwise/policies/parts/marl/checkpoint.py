@@ -12,6 +12,7 @@ writes the ``.npz`` file of a checkpoint that has none.
 from __future__ import annotations
 
 import json
+import zipfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,8 +112,9 @@ def load_weights(path: str | Path | None = None) -> Weights:
             for key in stored.files:
                 part, _, name = key.partition("/")
                 parts.setdefault(part, {})[name] = stored[key]
-    except (OSError, ValueError) as exc:
-        raise InputError(f"unreadable weights: {exc}", source=str(arrays_path)) from None
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise InputError(f"not a readable .npz file of weights ({type(exc).__name__})",
+                         source=str(arrays_path)) from None
     try:
         pair_terms = PairTerms(parts["interference"])
     except KeyError as exc:
