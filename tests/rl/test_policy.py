@@ -62,7 +62,9 @@ def test_weights_that_miss_a_layer_are_named_before_the_run(tmp_path) -> None:  
     with pytest.raises(InputError, match=r"ck\.npz.*no such checkpoint file"):
         simulate(uniform_cluster(2, 4, 4), [Job("j", 0.0, 1, 60.0)],
                  make_policy("marl", checkpoint=str(tmp_path / "ck")), seed=0)
-    for broken in (b"", b"not weights", SHIPPED.with_suffix(".npz").read_bytes()[:1000]):
+    np.save(tmp_path / "one.npy", np.zeros(3))
+    for broken in (b"", b"not weights", SHIPPED.with_suffix(".npz").read_bytes()[:1000],
+                   (tmp_path / "one.npy").read_bytes()):
         (tmp_path / "ck.npz").write_bytes(broken)
         with pytest.raises(InputError, match=r"ck\.npz: not a readable \.npz file of weights"):
             simulate(uniform_cluster(2, 4, 4), [Job("j", 0.0, 1, 60.0)],

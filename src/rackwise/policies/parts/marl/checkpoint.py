@@ -107,7 +107,10 @@ def load_weights(path: str | Path | None = None) -> Weights:
         hint = f"; write it with export({str(stem)!r})" if stem.with_suffix(".pt").is_file() else ""
         raise InputError(f"no such checkpoint file{hint}", source=str(arrays_path))
     try:
-        with np.load(arrays_path, allow_pickle=False) as stored:
+        with arrays_path.open("rb") as handle:  # closed here whatever np.load makes of it
+            stored = np.load(handle, allow_pickle=False)
+            if not isinstance(stored, np.lib.npyio.NpzFile):
+                raise ValueError("one array, not a .npz archive")
             parts: dict[str, dict[str, np.ndarray]] = {"actor_critic": {}, "interference": {}}
             for key in stored.files:
                 part, _, name = key.partition("/")
