@@ -1,12 +1,14 @@
-"""The MARL policy's run-time parts (the ``rl`` extra; see ``docs/policies/marl.md``).
+"""The MARL policy's parts (see ``docs/policies/marl.md``).
 
 `features` turns the cluster and the agents' queues into observations,
-`encoder` is the hierarchical GNN (GPU -> server -> rack -> datacenter) with
-the actor and critic, `interference` the learned co-location slowdown model,
-`placement` picks GPUs around the server an agent chose, `anchors` holds the
-fixed placement rules the agents are measured against, and `checkpoint`
-saves and loads trained weights (one ships in ``data/``). Training lives in
-`rackwise.rl`.
+`inference` runs the trained actor in numpy and `pair_terms` the learned
+co-location slowdown model, `placement` picks GPUs around the server an
+agent chose, `anchors` holds the fixed placement rules the agents are
+measured against, and `checkpoint` saves and loads trained weights (one
+ships in ``data/``). These need no torch. `encoder` (the hierarchical GNN,
+GPU -> server -> rack -> datacenter, with the actor and critic) and
+`interference` (the slowdown model's network and its training) need the
+``rl`` extra, as does training, in `rackwise.rl`.
 
 Importing this package imports no torch; the modules that need it say so
 with `MissingExtraError` (`require`).

@@ -1,6 +1,6 @@
 """Checkpoints: network weights (``.pt``, state dicts only) beside their config (``.json``).
 
-A checkpoint is files with one stem: ``marl.pt`` holds the actor-critic
+A checkpoint is three files with one stem: ``marl.pt`` holds the actor-critic
 and interference-model weights, ``marl.json`` the configuration they were
 built with and a summary of the training run, and ``marl.npz`` the same
 weights as numpy arrays, all a run of ``marl`` reads (`load_weights`): it
