@@ -253,6 +253,8 @@ def test_the_survival_predictor_counts_running_jobs_as_lower_bounds() -> None:
     assert runs[0] == runs[1]
     with pytest.raises(InputError, match="field 'survival_window'"):
         make_policy("asrpt", predictor="survival", survival_window=0)
+    with pytest.raises(InputError, match="field 'survival_refresh'"):
+        make_policy("asrpt", survival_refresh=1.5)
 
 
 def test_the_forest_fits_on_the_latest_train_window_jobs_only() -> None:

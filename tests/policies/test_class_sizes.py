@@ -75,3 +75,31 @@ def test_class_sizes_keep_the_last_jobs_and_read_lower_bounds_when_asked() -> No
     dist = sizes.distribution("vc", attained.__getitem__)
     assert dist is not None and list(dist.values) == [8.0, 148.5]
     assert sizes.distribution("other", attained.__getitem__) is None
+
+
+def test_a_class_is_worked_out_again_once_a_share_of_its_jobs_changed() -> None:
+    sizes = ClassSizes(window=100, beyond_factor=0.5, refresh_share=0.1)
+    attained = {f"j{i}": 0.0 for i in range(100)}.get
+    for i in range(100):
+        sizes.arrive(f"j{i}", "c")
+    assert sizes.distribution("c", attained) is None  # nothing finished yet
+    sizes.finish("j0", "c", 5.0)  # the first finish gives the class a distribution at once
+    first = sizes.distribution("c", attained)
+    assert first is not None and list(first.values) == [5.0]
+    for i in range(1, 10):  # nine more changes: under a tenth of the 100 jobs
+        sizes.finish(f"j{i}", "c", 5.0 + i)
+        assert sizes.distribution("c", attained) is first
+    sizes.finish("j10", "c", 15.0)  # the tenth
+    again = sizes.distribution("c", attained)
+    assert again is not first and again is not None and list(again.values) == [5.0 + i for i in range(11)]
+
+
+def test_with_no_share_every_change_works_the_class_out_again() -> None:
+    sizes = ClassSizes(window=10, beyond_factor=0.5)
+    attained = {f"j{i}": 1.0 for i in range(3)}.get
+    for i in range(3):
+        sizes.arrive(f"j{i}", "c")
+    sizes.finish("j0", "c", 2.0)
+    before = sizes.distribution("c", attained)
+    sizes.arrive("j3", "c")
+    assert sizes.distribution("c", lambda job_id: 1.0) is not before

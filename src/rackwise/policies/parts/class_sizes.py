@@ -44,17 +44,21 @@ class ClassSizes:
     """The last ``window`` jobs of each class, and their Kaplan-Meier size distribution.
 
     Sizes are in whatever unit the caller gives (the predictor's target
-    unit). A class's distribution is worked out again only after one of its
-    jobs arrives or finishes; in between, its unfinished jobs keep the lower
-    bounds they had then.
+    unit). A class's distribution is worked out again only once arrivals
+    and finishes in the class reach ``refresh_share`` of its jobs (at least
+    one; 0: after each), or at its first finish; in between, its unfinished
+    jobs keep the lower bounds they had then. Each new distribution costs
+    its users new ranks, so a busy class is better worked out less often.
     """
 
-    def __init__(self, window: int, beyond_factor: float) -> None:
+    def __init__(self, window: int, beyond_factor: float, refresh_share: float = 0.0) -> None:
         self._window = window
         self._beyond_factor = beyond_factor
+        self._refresh_share = refresh_share
         self._members: dict[Hashable, deque[str]] = {}
         self._sizes: dict[str, float] = {}  # finished jobs only
         self._cached: dict[Hashable, SizeDistribution | None] = {}
+        self._changes: dict[Hashable, int] = {}  # arrivals and finishes since it was worked out
 
     def arrive(self, job_id: str, job_class: Hashable) -> None:
         """A job of the class arrived; its size is known once it finishes."""
@@ -62,12 +66,19 @@ class ClassSizes:
         members.append(job_id)
         if len(members) > self._window:
             self._sizes.pop(members.popleft(), None)
-        self._cached.pop(job_class, None)
+        self._changed(job_class, len(members))
 
     def finish(self, job_id: str, job_class: Hashable, size: float) -> None:
         """A job of the class finished with this size."""
-        if job_id in self._members.get(job_class, ()):
+        members = self._members.get(job_class, ())
+        if job_id in members:
             self._sizes[job_id] = size
+            self._changed(job_class, len(members))
+
+    def _changed(self, job_class: Hashable, n_members: int) -> None:
+        changes = self._changes[job_class] = self._changes.get(job_class, 0) + 1
+        if changes >= self._refresh_share * n_members or self._cached.get(job_class) is None:
+            self._changes[job_class] = 0
             self._cached.pop(job_class, None)
 
     def distribution(self, job_class: Hashable,

@@ -74,6 +74,9 @@ class AsrptParameters:
             that have arrived so far: the best any predictor can do from
             what the shipped traces carry).
         survival_window: Jobs per class the "survival" predictor counts.
+        survival_refresh: The "survival" predictor works a class's distribution
+            out again once arrivals and finishes in the class reach this share
+            of its jobs counted (at least one; 0: after each).
         gate: "arrival" (a job may run once it arrives) or "vm_completion"
             (only once the virtual machine has finished it; never preempts).
         preempt: Preempt running jobs the virtual machine ranks lower.
@@ -116,6 +119,7 @@ class AsrptParameters:
 
     predictor: Literal["forest", "median", "survival", "oracle", "class-oracle"] = "survival"
     survival_window: int = 200
+    survival_refresh: float = 0.1
     gate: Literal["arrival", "vm_completion"] = "arrival"
     preempt: bool = True
     strict_order: bool = False
@@ -166,6 +170,8 @@ def check_asrpt_parameters(params: AsrptParameters) -> None:
                          field="oracle_error")
     if not params.survival_window >= 1:
         raise InputError(f"must be >= 1, got {params.survival_window}", field="survival_window")
+    if not 0.0 <= params.survival_refresh <= 1.0:
+        raise InputError(f"must be in [0, 1], got {params.survival_refresh}", field="survival_refresh")
     if params.predictor == "forest" and params.train_window < max(1, params.min_train_rows):
         raise InputError(f"must be at least min_train_rows ({params.min_train_rows}), "
                          f"got {params.train_window}", field="train_window")
@@ -232,7 +238,7 @@ class PredictedSrpt:
         self._dists: dict[str, SizeDistribution] = {}
         self._rank_cache: dict[str, tuple[float, SizeDistribution, float]] = {}
         self._arrived_sizes: dict[tuple[str | None, int], list[float]] = {}  # class-oracle: true sizes
-        self._survival = (ClassSizes(params.survival_window, params.overrun_factor)
+        self._survival = (ClassSizes(params.survival_window, params.overrun_factor, params.survival_refresh)
                           if params.predictor == "survival" else None)
         self._now_view: tuple[float, ClusterView] | None = None  # during a decision, for "survival"
         self._overruns = OverrunWatch()
