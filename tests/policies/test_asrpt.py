@@ -269,3 +269,16 @@ def test_a_train_window_below_min_train_rows_is_refused() -> None:
     with pytest.raises(InputError, match="train_window"):
         make_policy("asrpt", predictor="forest", train_window=10, min_train_rows=20)
     make_policy("asrpt", predictor="median", train_window=10)  # no forest: nothing to refuse
+
+
+def test_survival_refresh_reaches_the_class_sizes() -> None:
+    """A class worked out less often ranks on staler sizes: other decisions, every job still done."""
+    jobs = [Job(f"j{i}", 30.0 * i, 1 + i % 4, 200.0 + 37.0 * (i % 9), group=f"vc{i % 2}") for i in range(80)]
+
+    def records(share: float) -> list[tuple[str, float]]:
+        result = simulate(uniform_cluster(2, 4, 4), jobs, make_policy("asrpt", survival_refresh=share), seed=0)
+        return sorted((r.job_id, r.finish_time) for r in result.records)
+
+    every, seldom = records(0.0), records(1.0)
+    assert [job_id for job_id, _ in seldom] == sorted(job.job_id for job in jobs)
+    assert seldom != every
