@@ -48,7 +48,8 @@ class ClassSizes:
     and finishes in the class reach ``refresh_share`` of its jobs (at least
     one; 0: after each), or at its first finish; in between, its unfinished
     jobs keep the lower bounds they had then. Each new distribution costs
-    its users new ranks, so a busy class is better worked out less often.
+    its users new ranks: a busy class worked out less often saves those, at
+    the price of staler sizes.
     """
 
     def __init__(self, window: int, beyond_factor: float, refresh_share: float = 0.0) -> None:
