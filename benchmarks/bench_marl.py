@@ -65,7 +65,7 @@ def main() -> None:
     for head in heads:
         policy.queues_[0] = [head]
         if policy.placement == "learned":
-            policy.actor_ = CachedActor(policy.checkpoint_.actor_critic, topology)
+            policy.actor_ = CachedActor(policy.checkpoint_.actor, topology)
         for times in (latencies_ms, warm_ms):
             started = time.perf_counter()
             policy.decide(free, placed, 0, 0.0)

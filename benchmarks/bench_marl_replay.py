@@ -101,7 +101,7 @@ def main() -> None:
     setattr(inference._Groups, lookup, counted_lookup)
     for _ in range(args.passes):
         calls[0] = 0
-        actor = inference.CachedActor(checkpoint.actor_critic, topology)
+        actor = inference.CachedActor(checkpoint.actor, topology)
         start = time.process_time()
         for obs in observations:
             actor.logits(obs)
@@ -113,7 +113,7 @@ def main() -> None:
         import cProfile
         import pstats
 
-        actor = inference.CachedActor(checkpoint.actor_critic, topology)
+        actor = inference.CachedActor(checkpoint.actor, topology)
         with cProfile.Profile() as profile:
             for obs in observations:
                 actor.logits(obs)
@@ -128,7 +128,7 @@ def main() -> None:
     if args.network:
         from rackwise.policies.parts.marl.encoder import stack_obs, topology_index
 
-        actor, index = inference.CachedActor(checkpoint.actor_critic, topology), topology_index(topology)
+        actor, index = inference.CachedActor(checkpoint.actor, topology), topology_index(topology)
         largest, choices_differ = 0.0, 0
         for obs in observations:
             ours = np.asarray(actor.logits(obs)).reshape(-1)

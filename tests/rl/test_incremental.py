@@ -27,7 +27,7 @@ from rackwise.policies.parts.marl.features import (  # noqa: E402
     observation,
     residents,
 )
-from rackwise.policies.parts.marl.inference import CachedActor  # noqa: E402
+from rackwise.policies.parts.marl.inference import ActorLayers, CachedActor  # noqa: E402
 from rackwise.policies.parts.marl.placement import feasible_servers_one, place_anchored  # noqa: E402
 from rackwise.policies.parts.marl.tracking import TrackedCluster  # noqa: E402
 from rackwise.policies.parts.placement import random_gpus  # noqa: E402
@@ -123,7 +123,7 @@ def test_cached_actor_equals_the_network_and_a_fresh_actor(seed: int) -> None:
     model = checkpoint.actor_critic
     n_agents = checkpoint.config.n_agents
     index = GraphIndex.of(CLUSTER)
-    actor = CachedActor(_arrays(model), CLUSTER)
+    actor = CachedActor(ActorLayers.of(_arrays(model)), CLUSTER)
     alloc = Allocation(CLUSTER)
     placed: list[Placed] = []
     n_compared = n_choices = 0
@@ -140,7 +140,7 @@ def test_cached_actor_equals_the_network_and_a_fresh_actor(seed: int) -> None:
                           predictor=None, wait_allowed=False)
         kept = actor.logits(obs)
         _assert_like_the_network(kept, model, obs, CLUSTER)
-        fresh = CachedActor(_arrays(model), CLUSTER).logits(obs)
+        fresh = CachedActor(ActorLayers.of(_arrays(model)), CLUSTER).logits(obs)
         np.testing.assert_allclose(kept, fresh, rtol=0, atol=2e-6)
         assert _grid_action(kept) == _grid_action(fresh)
         n_compared += 1
@@ -164,7 +164,7 @@ def test_actor_on_racks_out_of_order() -> None:
     queues[0].append(Job("h", 0.0, 2, 10.0, model=MODELS[0]))
     obs = observation(alloc, placed, queues, 0, now=0.0, clock=0.0, index=GraphIndex.of(topology),
                       predictor=None, wait_allowed=False)
-    _assert_like_the_network(CachedActor(_arrays(checkpoint.actor_critic), topology).logits(obs),
+    _assert_like_the_network(CachedActor(ActorLayers.of(_arrays(checkpoint.actor_critic)), topology).logits(obs),
                              checkpoint.actor_critic, obs, topology)
 
 

@@ -30,7 +30,7 @@ import numpy as np
 from rackwise.cluster.allocation import TentativeAllocation
 from rackwise.engine.contract import Capabilities
 from rackwise.engine.view import ClusterView
-from rackwise.errors import InputError, UnknownNameError, suggest
+from rackwise.errors import UnknownNameError, suggest
 from rackwise.policies.base import NOTHING, BasePolicy, Decisions, Start
 from rackwise.policies.parts.marl.anchors import ANCHOR_RULES, NEEDS_PREDICTOR, anchor_action
 from rackwise.policies.tiresias import Tiresias
@@ -99,11 +99,7 @@ class Marl(BasePolicy):
         self.checkpoint_ = _cached(self.checkpoint)
         self.n_agents_ = self.checkpoint_.config.n_agents
         self.index_ = GraphIndex.of(view.topology)
-        try:
-            self.actor_ = CachedActor(self.checkpoint_.actor_critic, view.topology)
-        except KeyError as exc:
-            raise InputError(f"weights do not match the actor: no {exc}",
-                             source=self.checkpoint_.source) from None
+        self.actor_ = CachedActor(self.checkpoint_.actor, view.topology)
         self.tracked_ = TrackedCluster(self.index_)
         self.queues_: list[list[Job]] = [[] for _ in range(self.n_agents_)]
         self.asked_ = [0] * self.n_agents_  # GPUs asked for by each queue's jobs

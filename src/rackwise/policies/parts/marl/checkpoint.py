@@ -21,6 +21,7 @@ import numpy as np
 
 from rackwise.errors import InputError
 from rackwise.policies.parts.marl import require
+from rackwise.policies.parts.marl.inference import ActorLayers
 from rackwise.policies.parts.marl.pair_terms import PairTerms
 
 SHIPPED = Path(__file__).parent / "data" / "marl"
@@ -47,12 +48,13 @@ class Checkpoint:
 
 @dataclass
 class Weights:
-    """What a run of ``marl`` reads: the config, the actor-critic's state dict and the pair terms."""
+    """What a run of ``marl`` reads: the config, the actor-critic's state dict, and what it
+    runs, read from them once: the actor's layers and the interference model's pair terms."""
 
     config: ModelConfig
     actor_critic: dict[str, np.ndarray]
+    actor: ActorLayers
     pair_terms: PairTerms
-    source: str  # the ``.npz`` file, for errors
 
 
 def save(path: str | Path, checkpoint: Checkpoint) -> tuple[Path, Path]:
@@ -77,11 +79,9 @@ def export(path: str | Path | None = None) -> Path:
     ``python -c "from rackwise.policies.parts.marl.checkpoint import export; export()"``.
     """
     torch = require("torch")
-    stem = Path(path).with_suffix("") if path is not None else SHIPPED
+    stem = _stem(path)
     weights = stem.with_suffix(".pt")
-    if not weights.is_file():
-        raise InputError("no such checkpoint file; train one with `rackwise train-marl`",
-                         source=str(weights))
+    _require_file(weights)
     return _write_arrays(stem, torch.load(weights, map_location="cpu", weights_only=True))
 
 
@@ -97,10 +97,9 @@ def load_weights(path: str | Path | None = None) -> Weights:
     """Read a checkpoint's config and ``.npz`` weights (default: the shipped one), without torch.
 
     Raises:
-        InputError: a file is missing or unreadable, or the interference model's weights are
-            not all there (the actor's are checked when `CachedActor` reads them).
+        InputError: a file is missing or unreadable, or a layer of either network is not there.
     """
-    stem = Path(path).with_suffix("") if path is not None else SHIPPED
+    stem = _stem(path)
     arrays_path = stem.with_suffix(".npz")
     config = _read_config(stem)
     if not arrays_path.is_file():
@@ -119,18 +118,30 @@ def load_weights(path: str | Path | None = None) -> Weights:
         raise InputError(f"not a readable .npz file of weights ({type(exc).__name__})",
                          source=str(arrays_path)) from None
     try:
+        actor = ActorLayers.of(parts["actor_critic"])
+    except KeyError as exc:
+        raise InputError(f"weights do not match the actor: no {exc}", source=str(arrays_path)) from None
+    try:
         pair_terms = PairTerms(parts["interference"])
     except KeyError as exc:
         raise InputError(f"weights do not match the interference model: no {exc}",
                          source=str(arrays_path)) from None
-    return Weights(config, parts["actor_critic"], pair_terms, str(arrays_path))
+    return Weights(config, parts["actor_critic"], actor, pair_terms)
+
+
+def _stem(path: str | Path | None) -> Path:
+    """A checkpoint's path without its suffix (None: the shipped one)."""
+    return Path(path).with_suffix("") if path is not None else SHIPPED
+
+
+def _require_file(path: Path) -> None:
+    if not path.is_file():
+        raise InputError("no such checkpoint file; train one with `rackwise train-marl`", source=str(path))
 
 
 def _read_config(stem: Path) -> ModelConfig:
     config_path = stem.with_suffix(".json")
-    if not config_path.is_file():
-        raise InputError("no such checkpoint file; train one with `rackwise train-marl`",
-                         source=str(config_path))
+    _require_file(config_path)
     try:
         return ModelConfig(**json.loads(config_path.read_text(encoding="utf-8")))
     except (TypeError, ValueError) as exc:
@@ -148,11 +159,9 @@ def load(path: str | Path | None = None) -> Checkpoint:
     from rackwise.policies.parts.marl.encoder import ActorCritic
     from rackwise.policies.parts.marl.interference import InterferenceModel, Predictor
 
-    stem = Path(path).with_suffix("") if path is not None else SHIPPED
+    stem = _stem(path)
     weights = stem.with_suffix(".pt")
-    if not weights.is_file():
-        raise InputError("no such checkpoint file; train one with `rackwise train-marl`",
-                         source=str(weights))
+    _require_file(weights)
     config = _read_config(stem)
     state = torch.load(weights, map_location="cpu", weights_only=True)
     model = ActorCritic(config.n_agents, config.hidden, config.head_hidden)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -179,29 +179,55 @@ def _changed_rows(new: np.ndarray, old: np.ndarray) -> np.ndarray:
     return rows
 
 
+class ActorLayers(NamedTuple):
+    """The actor's layers, read once from a trained `ActorCritic`'s state dict."""
+
+    gpu_in: _Linear
+    server_in: _Linear
+    rack_in: _Linear
+    gpu_rounds: list[_Siblings]
+    server_rounds: list[_Siblings]
+    rack_rounds: list[_Siblings]
+    server_pool: _Linear
+    rack_pool: _Linear
+    dc_pool: _Linear
+    job_in: _Mlp
+    candidate_in: _Linear
+    server_head: _Mlp
+    wait_head: _Mlp
+
+    @classmethod
+    def of(cls, weights: Mapping[str, Any]) -> ActorLayers:
+        """The layers of a state dict of numpy arrays, copied (later training does not reach them).
+
+        Raises:
+            KeyError: a layer of the actor is missing from ``weights``.
+        """
+        def encoder(name: str) -> _Linear:
+            return _Linear.of(weights, f"actor_encoder.{name}")
+
+        def rounds(level: int) -> list[_Siblings]:
+            prefix = f"actor_encoder.levels.{level}."
+            return [_Siblings.of(weights, f"{prefix}{i}") for i in range(_count(weights, prefix))]
+
+        return cls(encoder("gpu_in"), encoder("server_in"), encoder("rack_in"), rounds(0), rounds(1), rounds(2),
+                   encoder("server_pool"), encoder("rack_pool"), encoder("dc_pool"),
+                   _Mlp.of(weights, "job_in"), _Linear.of(weights, "candidate_in"),
+                   _Mlp.of(weights, "server_head"), _Mlp.of(weights, "wait_head"))
+
+
 class CachedActor:
     """The actor's masked logits (as `ActorCritic.logits`, batch of one) for observations of one topology.
 
     Args:
-        weights: A trained `ActorCritic`'s state dict, as numpy arrays; the actor's
-            weights are copied, so later training does not reach here.
+        layers: The trained actor's layers.
         topology: The cluster every observation describes.
-
-    Raises:
-        KeyError: a layer of the actor is missing from ``weights``.
     """
 
-    def __init__(self, weights: Mapping[str, Any], topology: Any) -> None:
-        encoder = "actor_encoder"
-        self.gpu_in, self.server_in, self.rack_in = (
-            _Linear.of(weights, f"{encoder}.{name}") for name in ("gpu_in", "server_in", "rack_in"))
-        self.gpu_rounds, self.server_rounds, self.rack_rounds = (
-            [_Siblings.of(weights, f"{encoder}.levels.{level}.{i}")
-             for i in range(_count(weights, f"{encoder}.levels.{level}."))] for level in range(3))
-        self.server_pool, self.rack_pool, self.dc_pool = (
-            _Linear.of(weights, f"{encoder}.{name}") for name in ("server_pool", "rack_pool", "dc_pool"))
-        self.job_in, self.candidate_in = _Mlp.of(weights, "job_in"), _Linear.of(weights, "candidate_in")
-        self.server_head, self.wait_head = _Mlp.of(weights, "server_head"), _Mlp.of(weights, "wait_head")
+    def __init__(self, layers: ActorLayers, topology: Any) -> None:
+        (self.gpu_in, self.server_in, self.rack_in, self.gpu_rounds, self.server_rounds, self.rack_rounds,
+         self.server_pool, self.rack_pool, self.dc_pool, self.job_in, self.candidate_in,
+         self.server_head, self.wait_head) = layers
         self.server_rack = np.asarray(topology.node_rack, dtype=np.int64)
         self.servers = _Groups(np.asarray(topology.gpu_node, dtype=np.int64), topology.n_nodes)
         self.racks = _Groups(self.server_rack, topology.n_racks)
