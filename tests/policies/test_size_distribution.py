@@ -76,3 +76,33 @@ def _reference_rank(values: np.ndarray, w: np.ndarray, attained: float) -> float
     rest, tail_w = values[k:] - attained, w[k:]
     done_w = np.cumsum(tail_w)
     return float(np.min((np.cumsum(tail_w * rest) + (done_w[-1] - done_w) * rest) / done_w))
+
+
+@settings(max_examples=300, deadline=None)
+@given(SIZES, st.data())
+def test_a_rank_line_gives_the_rank_bit_for_bit_wherever_it_holds(sizes: list[float],
+                                                                    data: st.DataObject) -> None:
+    weights = data.draw(st.lists(st.floats(1e-6, 1e3, allow_nan=False), min_size=len(sizes),
+                                 max_size=len(sizes)))
+    dist = SizeDistribution(sizes, weights)
+    assert dist.largest == dist.values[-1]
+    values = dist.values.tolist()
+    for attained in [0.0, *values, *data.draw(st.lists(st.floats(0.0, 1.2e7, allow_nan=False), max_size=8))]:
+        value, line = dist.gittins_line(attained)
+        assert value == dist.gittins_rank(attained)
+        if attained >= dist.largest or attained == 0.0 or attained in values:
+            assert line is None  # past every sample, or a stretch's start: no line
+            continue
+        assert line is not None and line.holds(attained)
+        # Service a little further on, as a running job's grows between events.
+        for later in np.linspace(attained, line.end, 7).tolist():
+            if line.holds(later):
+                assert line.intercept + line.slope * (line.end - later) == dist.gittins_rank(later)
+
+
+def test_a_rank_line_stops_at_its_stretch_and_its_breaks() -> None:
+    dist = SizeDistribution([1.0, 2.0, 4.0, 8.0])
+    _, line = dist.gittins_line(2.5)
+    assert line is not None and (line.start, line.end) == (2.0, 4.0)
+    assert line.holds(2.5) and not line.holds(2.0) and not line.holds(4.0) and not line.holds(1.5)
+    assert dist.gittins_line(8.0) == (4.0, None)  # past every sample: half the service again

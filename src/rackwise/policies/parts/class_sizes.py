@@ -33,10 +33,10 @@ def kaplan_meier(values: np.ndarray, finished: np.ndarray, *, beyond_factor: flo
     at_risk = len(x) - np.arange(len(x))
     survival = np.cumprod(np.where(done, 1.0 - 1.0 / at_risk, 1.0))
     mass = np.concatenate(([1.0], survival[:-1])) - survival
-    sizes, weights = list(x[done]), list(mass[done])
-    if survival[-1] > 0:
-        sizes.append((1.0 + beyond_factor) * float(x[~done].max()))
-        weights.append(float(survival[-1]))
+    sizes, weights = x[done], mass[done]
+    if survival[-1] > 0:  # the largest is unfinished: its mass goes past it
+        sizes = np.append(sizes, (1.0 + beyond_factor) * float(x[-1]))
+        weights = np.append(weights, float(survival[-1]))
     return SizeDistribution(sizes, weights, beyond_factor=beyond_factor)
 
 
@@ -89,9 +89,14 @@ class ClassSizes:
         ``attained`` gives an unfinished job's service so far, its lower bound.
         """
         if job_class not in self._cached:
-            members = self._members.get(job_class, ())
-            finished = np.array([job_id in self._sizes for job_id in members], dtype=bool)
-            values = np.array([self._sizes[job_id] if done else attained(job_id)
-                               for job_id, done in zip(members, finished)], dtype=np.float64)
-            self._cached[job_class] = kaplan_meier(values, finished, beyond_factor=self._beyond_factor)
+            sizes = self._sizes
+            values: list[float] = []
+            finished: list[bool] = []
+            for job_id in self._members.get(job_class, ()):
+                size = sizes.get(job_id)
+                finished.append(size is not None)
+                values.append(attained(job_id) if size is None else size)
+            self._cached[job_class] = kaplan_meier(np.array(values, dtype=np.float64),
+                                                   np.array(finished, dtype=bool),
+                                                   beyond_factor=self._beyond_factor)
         return self._cached[job_class]

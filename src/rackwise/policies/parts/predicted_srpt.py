@@ -48,7 +48,7 @@ from rackwise.policies.parts.predictor import (
     PredictionRecord,
     require_sklearn,
 )
-from rackwise.policies.parts.size_distribution import SizeDistribution
+from rackwise.policies.parts.size_distribution import RankLine, SizeDistribution
 from rackwise.policies.parts.virtual_machine import VirtualMachine
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState, Status
@@ -238,7 +238,7 @@ class PredictedSrpt:
         self._facts: dict[str, _JobFacts] = {}  # once predicted
         self._graphs: dict[str, JobGraph] = {}
         self._dists: dict[str, SizeDistribution] = {}
-        self._rank_cache: dict[str, tuple[float, SizeDistribution, float]] = {}
+        self._rank_cache: dict[str, tuple[float, SizeDistribution, float, RankLine | None]] = {}
         self._arrived_sizes: dict[tuple[str | None, int], list[float]] = {}  # class-oracle: true sizes
         self._survival = (ClassSizes(params.survival_window, params.overrun_factor, params.survival_refresh)
                           if params.predictor == "survival" else None)
@@ -535,12 +535,26 @@ class PredictedSrpt:
                     of_class = by_class[cls] = class_sizes(cls, attained_of)
                 dist = of_class or dists[job_id]
             attained = done * unit
-            cached = rank_cache.get(job_id)
-            if cached is not None and cached[0] == attained and cached[1] is dist:
-                value = cached[2]
-            else:
-                value = dist.gittins_rank(attained) if gittins else dist.expected_remaining(attained)
-                rank_cache[job_id] = (attained, dist, value)
+            value = None
+            if attained >= dist.largest:  # past every sample, whichever the rank
+                value = dist.beyond_factor * attained
+            elif (cached := rank_cache.get(job_id)) is not None and cached[1] is dist:
+                if cached[0] == attained:  # a waiting job, or no progress since
+                    value = cached[2]
+                elif (line := cached[3]) is not None:
+                    # `RankLine.holds`, inlined: a running job's rank, asked at every event
+                    start, end, low, high, intercept, slope = line
+                    if start < attained < end:
+                        to_go = end - attained
+                        if low <= to_go < high:
+                            value = intercept + slope * to_go
+                            rank_cache[job_id] = (attained, dist, value, line)
+            if value is None:
+                if gittins:
+                    value, line = dist.gittins_line(attained)
+                else:
+                    value, line = dist.expected_remaining(attained), None
+                rank_cache[job_id] = (attained, dist, value, line)
             out.append(((value / unit * per_iter, submit_time, seq, job_id), state))
         out.sort(key=itemgetter(0))
         return out

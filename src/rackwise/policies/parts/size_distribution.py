@@ -23,8 +23,10 @@ running job's rank, asked at every event, is one look-up and one line.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_right
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -39,7 +41,7 @@ class SizeDistribution:
             to be this multiple of the attained service.
     """
 
-    __slots__ = ("_envelopes", "_value_list", "_values", "_weights", "beyond_factor")
+    __slots__ = ("_envelopes", "_value_list", "_values", "_weights", "beyond_factor", "largest")
 
     def __init__(self, values: Sequence[float] | np.ndarray,
                  weights: Sequence[float] | np.ndarray | None = None, *,
@@ -57,6 +59,8 @@ class SizeDistribution:
         # (a running job stays in one stretch for many events).
         self._envelopes: dict[int, _Envelope] = {}
         self.beyond_factor = beyond_factor
+        # From here on both ranks are ``beyond_factor * a``: a job that outlived every sample.
+        self.largest = float(self._values[-1])
 
     @classmethod
     def point(cls, value: float, *, beyond_factor: float = 0.5) -> SizeDistribution:
@@ -98,16 +102,58 @@ class SizeDistribution:
         The quantum Δ is searched over the remaining sizes of the samples
         past ``a``; the infimum is reached at one of them.
         """
+        envelope = self._envelope(attained)
+        return self.beyond_factor * attained if envelope is None else envelope.rank(attained)
+
+    def gittins_line(self, attained: float) -> tuple[float, RankLine | None]:
+        """`gittins_rank` at ``attained``, and the line it lies on there (None: on no line).
+
+        A running job's rank is asked at every event as its service grows;
+        while that stays on the line (`RankLine.holds`), the line gives the
+        rank with one multiplication and one addition, bit for bit.
+        """
+        envelope = self._envelope(attained)
+        if envelope is None:
+            return self.beyond_factor * attained, None
+        line = envelope.line(attained)
+        if line is None:
+            return envelope.rank(attained), None
+        return line.intercept + line.slope * (line.end - attained), line  # `rank`'s own sum
+
+    def _envelope(self, attained: float) -> _Envelope | None:
+        """The envelope of the stretch ``attained`` lies in; None past every sample."""
         values = self._value_list
         if values is None:
             values = self._value_list = self._values.tolist()
         k = bisect_right(values, attained)  # the first sample past `attained`
         if k == len(values):
-            return self.beyond_factor * attained
+            return None
         envelope = self._envelopes.get(k)
         if envelope is None:
             envelope = self._envelopes[k] = _Envelope(self._values, self._weights, k)
-        return envelope.rank(attained)
+        return envelope
+
+
+class RankLine(NamedTuple):
+    """One line of a stretch's envelope: the rank is ``intercept + slope * (end - a)``.
+
+    It holds for attained service ``a`` with ``start < a < end`` (inside the
+    stretch, not at its start) and ``low <= end - a < high`` (between the
+    line's breaks).
+    """
+
+    start: float
+    end: float
+    low: float
+    high: float
+    intercept: float
+    slope: float
+
+    def holds(self, attained: float) -> bool:
+        """Whether the rank at ``attained`` is this line's."""
+        if not self.start < attained < self.end:
+            return False
+        return self.low <= self.end - attained < self.high
 
 
 class _Envelope:
@@ -144,26 +190,35 @@ class _Envelope:
         return (served + (done[-1] - done) * rest) / done, done
 
     def _build_envelope(self) -> list[float]:
-        """The lines of the lower envelope, steepest first, and where each gives way to the next."""
+        """The lines of the lower envelope, steepest first, and where each gives way to the next.
+
+        ``breaks[i]`` is where lines ``i`` and ``i + 1`` cross, kept as the
+        hull grows, so each crossing is worked out once.
+        """
         intercepts, done = self._ratios(self.end)
         hull_c: list[float] = []
         hull_s: list[float] = []
+        breaks: list[float] = []
         for c, slope in zip(intercepts.tolist(), (done[-1] / done).tolist()):
             if hull_s and slope >= hull_s[-1]:  # as steep (equal cumulative weight): keep the lower
                 if c >= hull_c[-1]:
                     continue
                 hull_c.pop()
                 hull_s.pop()
-            while len(hull_c) >= 2 and (_crossing(hull_c[-2], hull_s[-2], c, slope)
-                                        <= _crossing(hull_c[-2], hull_s[-2], hull_c[-1], hull_s[-1])):
+                if breaks:
+                    breaks.pop()
+            # The last line gives way where the new one crosses the one below it first.
+            # (Crossings are (c2 - c1) / (s1 - s2), spelt out: this loop runs per sample.)
+            while breaks and (c - hull_c[-2]) / (hull_s[-2] - slope) <= breaks[-1]:
                 hull_c.pop()
                 hull_s.pop()
+                breaks.pop()
+            if hull_c:
+                breaks.append((c - hull_c[-1]) / (hull_s[-1] - slope))
             hull_c.append(c)
             hull_s.append(slope)
-        self._intercepts, self._slopes = hull_c, hull_s
-        self._breaks = [_crossing(hull_c[i], hull_s[i], hull_c[i + 1], hull_s[i + 1])
-                        for i in range(len(hull_c) - 1)]
-        return self._breaks
+        self._intercepts, self._slopes, self._breaks = hull_c, hull_s, breaks
+        return breaks
 
     def rank(self, attained: float) -> float:
         """The rank at ``attained`` (within this stretch)."""
@@ -178,7 +233,14 @@ class _Envelope:
         i = bisect_right(breaks, to_go)
         return self._intercepts[i] + self._slopes[i] * to_go
 
+    def line(self, attained: float) -> RankLine | None:
+        """The line `rank` reads at ``attained``; None at the stretch's start."""
+        if attained == self.start:
+            return None
+        breaks = self._breaks
+        if breaks is None:
+            breaks = self._build_envelope()
+        i = bisect_right(breaks, self.end - attained)
+        return RankLine(self.start, self.end, breaks[i - 1] if i else -math.inf,
+                        breaks[i] if i < len(breaks) else math.inf, self._intercepts[i], self._slopes[i])
 
-def _crossing(c1: float, s1: float, c2: float, s2: float) -> float:
-    """Where lines c1 + s1 y and c2 + s2 y meet (s1 > s2)."""
-    return (c2 - c1) / (s1 - s2)
