@@ -514,10 +514,11 @@ class PredictedSrpt:
         class_sizes = survival.distribution if survival is not None else None
         attained_of, dists, rank_cache, facts = self._attained, self._dists, self._rank_cache, self._facts
         by_class: dict[tuple[str | None, int], SizeDistribution | None] = {}  # no class changes in a call
+        running = Status.RUNNING
         for job_id, state in items:
             unit, per_iter, submit_time, seq, cls = facts[job_id]
             done = state.iters_done
-            if state.status is Status.RUNNING:  # `iters_at`, inlined (max and min spelt out: cheaper)
+            if state.status is running:  # `iters_at`, inlined (max and min spelt out: cheaper)
                 last, busy = state.last_update, state.busy_until
                 productive = now - (busy if busy > last else last)
                 if productive > 0.0:
@@ -546,9 +547,8 @@ class PredictedSrpt:
                     start, end, low, high, intercept, slope = line
                     if start < attained < end:
                         to_go = end - attained
-                        if low <= to_go < high:
+                        if low <= to_go < high:  # the entry is kept: its line holds on
                             value = intercept + slope * to_go
-                            rank_cache[job_id] = (attained, dist, value, line)
             if value is None:
                 if gittins:
                     value, line = dist.gittins_line(attained)
