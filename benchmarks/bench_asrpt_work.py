@@ -103,7 +103,9 @@ def _count(counts: Counter[str]) -> None:
         for key, state in out:
             counts["running jobs ranked"] += 1
             counts["below the best waiting key"] += key[0] < best_waiting[0]
-            attained, dist, _ = self._rank_cache[state.job_id]
+            # As `_ranked` works them out (its cache keeps neither for a job read off a line).
+            attained = state.iters_at(now) * self._facts[state.job_id].unit
+            dist = self._survival_distribution(state.job) or self._dists[state.job_id]
             bound = bounds.get(state.job_id)
             if (bound is not None and bound[1] is dist and bound[2] <= attained < bound[3]
                     and bound[0] * (1 + MARGIN) < best_waiting[0]):
