@@ -45,16 +45,18 @@ def test_bad_samples_are_refused() -> None:
         SizeDistribution([])
 
 
-SIZES = st.lists(st.floats(1e-3, 1e7, allow_nan=False), min_size=1, max_size=120)
+@st.composite
+def distributions(draw: st.DrawFn) -> SizeDistribution:
+    """Up to 120 weighted samples, spread over ten orders of magnitude."""
+    sizes = draw(st.lists(st.floats(1e-3, 1e7, allow_nan=False), min_size=1, max_size=120))
+    weights = draw(st.lists(st.floats(1e-6, 1e3, allow_nan=False), min_size=len(sizes), max_size=len(sizes)))
+    return SizeDistribution(sizes, weights)
 
 
 @settings(max_examples=300, deadline=None)
-@given(SIZES, st.data())
-def test_rank_is_the_definition_at_samples_and_within_roundings_between(sizes: list[float],
+@given(distributions(), st.data())
+def test_rank_is_the_definition_at_samples_and_within_roundings_between(dist: SizeDistribution,
                                                                          data: st.DataObject) -> None:
-    weights = data.draw(st.lists(st.floats(1e-6, 1e3, allow_nan=False), min_size=len(sizes),
-                                 max_size=len(sizes)))
-    dist = SizeDistribution(sizes, weights)
     values, w = dist.values, dist.weights
     between = [data.draw(st.floats(0.0, 1e7, allow_nan=False)) for _ in range(5)]
     just_before = [float(np.nextafter(value, 0.0)) for value in values]  # the envelope's far end
@@ -79,12 +81,9 @@ def _reference_rank(values: np.ndarray, w: np.ndarray, attained: float) -> float
 
 
 @settings(max_examples=300, deadline=None)
-@given(SIZES, st.data())
-def test_a_rank_line_gives_the_rank_bit_for_bit_wherever_it_holds(sizes: list[float],
+@given(distributions(), st.data())
+def test_a_rank_line_gives_the_rank_bit_for_bit_wherever_it_holds(dist: SizeDistribution,
                                                                     data: st.DataObject) -> None:
-    weights = data.draw(st.lists(st.floats(1e-6, 1e3, allow_nan=False), min_size=len(sizes),
-                                 max_size=len(sizes)))
-    dist = SizeDistribution(sizes, weights)
     assert dist.largest == dist.values[-1]
     values = dist.values.tolist()
     for attained in [0.0, *values, *data.draw(st.lists(st.floats(0.0, 1.2e7, allow_nan=False), max_size=8))]:
