@@ -19,6 +19,9 @@ sample gets ``beyond_factor * a``: it is expected to run that much longer.
 Between two samples the rank is the lower envelope of straight lines in a
 (one per quantum), so each stretch's envelope is worked out once and a
 running job's rank, asked at every event, is one look-up and one line.
+`gittins_line` hands that line over (`RankLine`): a caller that keeps it
+reads the rank off it, without the look-up, until the job's service
+leaves it.
 """
 
 from __future__ import annotations
