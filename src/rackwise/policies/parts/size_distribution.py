@@ -105,8 +105,7 @@ class SizeDistribution:
         The quantum Δ is searched over the remaining sizes of the samples
         past ``a``; the infimum is reached at one of them.
         """
-        envelope = self._envelope(attained)
-        return self.beyond_factor * attained if envelope is None else envelope.rank(attained)
+        return self.gittins_line(attained)[0]
 
     def gittins_line(self, attained: float) -> tuple[float, RankLine | None]:
         """`gittins_rank` at ``attained``, and the line it lies on there (None: on no line).
@@ -115,26 +114,16 @@ class SizeDistribution:
         while that stays on the line (`RankLine.holds`), the line gives the
         rank with one multiplication and one addition, bit for bit.
         """
-        envelope = self._envelope(attained)
-        if envelope is None:
-            return self.beyond_factor * attained, None
-        line = envelope.line(attained)
-        if line is None:
-            return envelope.rank(attained), None
-        return line.intercept + line.slope * (line.end - attained), line  # `rank`'s own sum
-
-    def _envelope(self, attained: float) -> _Envelope | None:
-        """The envelope of the stretch ``attained`` lies in; None past every sample."""
         values = self._value_list
         if values is None:
             values = self._value_list = self._values.tolist()
         k = bisect_right(values, attained)  # the first sample past `attained`
         if k == len(values):
-            return None
+            return self.beyond_factor * attained, None
         envelope = self._envelopes.get(k)
         if envelope is None:
             envelope = self._envelopes[k] = _Envelope(self._values, self._weights, k)
-        return envelope
+        return envelope.rank(attained)
 
 
 class RankLine(NamedTuple):
@@ -157,6 +146,10 @@ class RankLine(NamedTuple):
         if not self.start < attained < self.end:
             return False
         return self.low <= self.end - attained < self.high
+
+    def rank(self, attained: float) -> float:
+        """The line's value at ``attained`` (the rank there, where the line `holds`)."""
+        return self.intercept + self.slope * (self.end - attained)
 
 
 class _Envelope:
@@ -223,27 +216,16 @@ class _Envelope:
         self._intercepts, self._slopes, self._breaks = hull_c, hull_s, breaks
         return breaks
 
-    def rank(self, attained: float) -> float:
-        """The rank at ``attained`` (within this stretch)."""
+    def rank(self, attained: float) -> tuple[float, RankLine | None]:
+        """The rank at ``attained`` (within this stretch), and the line it lies on (None at the start)."""
         if attained == self.start:
             if self._at_start is None:
                 self._at_start = float(self._ratios(self.start)[0].min())
-            return self._at_start
-        breaks = self._breaks
-        if breaks is None:
-            breaks = self._build_envelope()
-        to_go = self.end - attained
-        i = bisect_right(breaks, to_go)
-        return self._intercepts[i] + self._slopes[i] * to_go
-
-    def line(self, attained: float) -> RankLine | None:
-        """The line `rank` reads at ``attained``; None at the stretch's start."""
-        if attained == self.start:
-            return None
+            return self._at_start, None
         breaks = self._breaks
         if breaks is None:
             breaks = self._build_envelope()
         i = bisect_right(breaks, self.end - attained)
-        return RankLine(self.start, self.end, breaks[i - 1] if i else -math.inf,
+        line = RankLine(self.start, self.end, breaks[i - 1] if i else -math.inf,
                         breaks[i] if i < len(breaks) else math.inf, self._intercepts[i], self._slopes[i])
-
+        return line.rank(attained), line
