@@ -13,8 +13,15 @@ with counters wrapped around its internals, and prints:
   falls there), so it could go unranked while that bound, plus 1e-9, is below
   the best waiting key;
 * class distributions worked out again (Kaplan-Meier), by what made the
-  last one stale (a job of the class arriving or finishing), and the rank
-  envelopes built (`parts.size_distribution`) with their lines.
+  last one stale (a job of the class arriving or finishing), the ranks
+  worked out from a distribution and the rank bounds (the rest were read
+  off a line or kept), and the rank envelopes built
+  (`parts.size_distribution`) with their lines;
+* decisions, and those "with nothing new": no job arrived or finished
+  since a decision that started and preempted nothing (the policy's
+  ``tick_s`` wake-ups, mostly). Only the preemption pass can act in them,
+  so they bound what skipping such wake-ups could save: their count, how
+  many did act, and their share of the CPU time spent deciding.
 
 Two variants that are not rackwise's, each changing decisions, measure what
 fewer class distributions would save:
@@ -53,6 +60,7 @@ from rackwise.policies.parts import class_sizes, predicted_srpt, size_distributi
 from rackwise.policies.parts.size_distribution import SizeDistribution
 from rackwise.run import make_perf
 from rackwise.sim.engine import Simulator
+from rackwise.workload.job import Job
 from rackwise.workload.state import JobState, Status
 
 MARGIN = 1e-9  # far above the few roundings by which a rank may miss its definition
@@ -67,7 +75,12 @@ def _count(counts: Counter[str]) -> None:
     arrive, finish = class_sizes.ClassSizes.arrive, class_sizes.ClassSizes.finish
     distribution, build = class_sizes.ClassSizes.distribution, size_distribution._Envelope._build_envelope
     ranked, kaplan_meier = predicted_srpt.PredictedSrpt._ranked, class_sizes.kaplan_meier
+    decide = predicted_srpt.PredictedSrpt._schedule
+    line, bound = SizeDistribution.gittins_line, SizeDistribution.rank_bound
+    on_arrival, on_completion = predicted_srpt.PredictedSrpt.on_arrival, predicted_srpt.PredictedSrpt.on_completion
     asking: list[Hashable] = [None]
+    idle = [False]  # no arrival or finish since a decision that did nothing
+    decide_s: Counter[str] = Counter()
 
     def counted_arrive(self: class_sizes.ClassSizes, job_id: str, job_class: Hashable) -> None:
         if job_class in self._cached:
@@ -88,14 +101,22 @@ def _count(counts: Counter[str]) -> None:
         counts["distributions worked out, after " + stale_because.pop(asking[0], "none before")] += 1
         return kaplan_meier(*args, **kwargs)
 
+    def counted_line(self: SizeDistribution, attained: float) -> tuple[float, size_distribution.RankLine | None]:
+        counts["ranks worked out from a distribution"] += 1
+        return line(self, attained)
+
+    def counted_bound(self: SizeDistribution, attained: float) -> float:
+        counts["rank bounds worked out"] += 1
+        return bound(self, attained)
+
     def counted_build(self: size_distribution._Envelope) -> list[float]:
         counts["envelopes built"] += 1
         counts["envelope lines read"] += len(self._values)  # the tail past the stretch
         return build(self)
 
     def counted_ranked(self: predicted_srpt.PredictedSrpt, items: Iterable[tuple[str, JobState]],
-                       now: float) -> list[tuple[predicted_srpt.Key, JobState]]:
-        out = ranked(self, items, now)
+                       now: float, below: float | None = None) -> list[tuple[predicted_srpt.Key, JobState]]:
+        out = ranked(self, items, now, below)
         if not out or out[0][1].status is not Status.RUNNING:
             best_waiting[0] = out[0][0][0] if out else float("inf")  # `_schedule` ranks the waiting first
             return out
@@ -117,11 +138,40 @@ def _count(counts: Counter[str]) -> None:
             bounds[state.job_id] = (key[0], dist, attained, end)
         return out
 
+    def counted_on_arrival(self: predicted_srpt.PredictedSrpt, job: Job) -> None:
+        idle[0] = False
+        on_arrival(self, job)
+
+    def counted_on_completion(self: predicted_srpt.PredictedSrpt, job: Job, now: float) -> None:
+        idle[0] = False
+        on_completion(self, job, now)
+
+    def counted_decide(self: predicted_srpt.PredictedSrpt, view: ClusterView, now: float) -> Decisions:
+        nothing_new = idle[0]
+        started = time.process_time()
+        decisions = decide(self, view, now)
+        spent = time.process_time() - started
+        acted = bool(decisions.start or decisions.preempt)
+        counts["decisions"] += 1
+        counts["decisions with nothing new"] += nothing_new
+        counts["decisions with nothing new that acted"] += nothing_new and acted
+        decide_s["all"] += spent
+        decide_s["nothing new"] += spent if nothing_new else 0.0
+        counts["CPU ms deciding"] = round(1000 * decide_s["all"])
+        counts["CPU ms deciding with nothing new"] = round(1000 * decide_s["nothing new"])
+        idle[0] = not acted
+        return decisions
+
+    predicted_srpt.PredictedSrpt.on_arrival = counted_on_arrival  # type: ignore[method-assign]
+    predicted_srpt.PredictedSrpt.on_completion = counted_on_completion  # type: ignore[method-assign]
+    predicted_srpt.PredictedSrpt._schedule = counted_decide  # type: ignore[method-assign]
     class_sizes.ClassSizes.arrive = counted_arrive  # type: ignore[method-assign]
     class_sizes.ClassSizes.finish = counted_finish  # type: ignore[method-assign]
     class_sizes.ClassSizes.distribution = counted_distribution  # type: ignore[method-assign]
     class_sizes.kaplan_meier = counted_kaplan_meier
     size_distribution._Envelope._build_envelope = counted_build  # type: ignore[method-assign]
+    SizeDistribution.gittins_line = counted_line  # type: ignore[method-assign]
+    SizeDistribution.rank_bound = counted_bound  # type: ignore[method-assign]
     predicted_srpt.PredictedSrpt._ranked = counted_ranked  # type: ignore[method-assign]
 
 
@@ -204,6 +254,9 @@ def main() -> None:
     for name, value in counts.items():
         share = f" ({100 * value / ranked:.1f}% of running jobs ranked)" if name in (
             "below the best waiting key", "skippable by an exact bound") and ranked else ""
+        if name in ("decisions with nothing new", "CPU ms deciding with nothing new"):
+            whole = counts["decisions" if name.startswith("decisions") else "CPU ms deciding"]
+            share = f" ({100 * value / whole:.1f}%)" if whole else ""
         print(f"{name}: {value}{share}")
     if counts["decisions ranking running jobs"]:
         print(f"running jobs per decision: {ranked / counts['decisions ranking running jobs']:.1f}")

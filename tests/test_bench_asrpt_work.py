@@ -42,6 +42,18 @@ def test_the_counted_run_decides_as_asrpt_and_counts_its_running_jobs() -> None:
     assert re.search(r"distributions worked out, after a finish: [1-9]", out)
 
 
+def test_every_decision_is_counted_once_and_nothing_new_is_a_part_of_them() -> None:
+    out = _run()
+
+    def count(name: str) -> int:
+        return int(re.search(rf"^{name}: (\d+)", out, re.MULTILINE).group(1))  # type: ignore[union-attr]
+
+    steps = int(re.search(r"steps (\d+)", out).group(1))  # type: ignore[union-attr]
+    assert count("decisions") == steps  # the simulator asks the policy once per step
+    assert count("decisions with nothing new that acted") <= count("decisions with nothing new") < steps
+    assert count("CPU ms deciding with nothing new") <= count("CPU ms deciding")
+
+
 def test_the_variants_change_what_is_worked_out_again() -> None:
     plain = int(re.search(r"envelopes built: (\d+)", _run()).group(1))  # type: ignore[union-attr]
     refreshed = int(re.search(r"envelopes built: (\d+)", _run("--refresh-s", "3600")).group(1))  # type: ignore[union-attr]

@@ -282,3 +282,27 @@ def test_survival_refresh_reaches_the_class_sizes() -> None:
     every, seldom = records(0.0), records(1.0)
     assert [job_id for job_id, _ in seldom] == sorted(job.job_id for job in jobs)
     assert seldom != every
+
+
+def test_running_jobs_bounded_below_the_best_waiting_key_leave_every_decision_as_it_was(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from rackwise import traces
+    from rackwise.policies.parts.size_distribution import SizeDistribution
+
+    topology = uniform_cluster(32, 8, 8)  # 256 GPUs: jobs wait, and running ones are ranked against them
+    jobs = traces.load("philly_2017", first_n=300).drop_oversized(topology.n_gpus)
+    exact_ranks = 0
+    gittins_line = SizeDistribution.gittins_line
+
+    def counted(self: SizeDistribution, attained: float) -> object:
+        nonlocal exact_ranks
+        exact_ranks += 1
+        return gittins_line(self, attained)
+
+    monkeypatch.setattr(SizeDistribution, "gittins_line", counted)
+    bounded = Simulator(topology, jobs, Asrpt(), perf=IdealPerf(), seed=0).run().records
+    with_bounds, exact_ranks = exact_ranks, 0
+    monkeypatch.setattr(SizeDistribution, "rank_bound", lambda self, attained: np.inf)  # never under the bar
+    exact = Simulator(topology, jobs, Asrpt(), perf=IdealPerf(), seed=0).run().records
+    assert bounded == exact
+    assert with_bounds < exact_ranks  # the bounds did stand in for ranks

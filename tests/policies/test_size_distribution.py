@@ -105,3 +105,18 @@ def test_a_rank_line_stops_at_its_stretch_and_its_breaks() -> None:
     assert line is not None and (line.start, line.end) == (2.0, 4.0)
     assert line.holds(2.5) and not line.holds(2.0) and not line.holds(4.0) and not line.holds(1.5)
     assert dist.gittins_line(8.0) == (4.0, None)  # past every sample: half the service again
+
+
+@settings(max_examples=300, deadline=None)
+@given(distributions(), st.data())
+def test_the_rank_bound_is_the_expected_remaining_size_just_raised_and_above_the_rank(
+        dist: SizeDistribution, data: st.DataObject) -> None:
+    extra = data.draw(st.lists(st.floats(0.0, 1.2e7, allow_nan=False), max_size=8))
+    for attained in [0.0, *dist.values.tolist(), *extra]:
+        bound, rank = dist.rank_bound(attained), dist.gittins_rank(attained)
+        if attained >= dist.largest:
+            assert bound == rank == 0.5 * attained  # past every sample: the rank itself
+            continue
+        expected = dist.expected_remaining(attained)
+        assert rank < bound
+        assert expected < bound <= expected + 2e-9 * (attained + expected)

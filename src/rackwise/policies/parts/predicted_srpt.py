@@ -389,7 +389,8 @@ class PredictedSrpt:
                 desired, waiting = self._desired_in_vm_order(view)
                 lowest_first = partial(self._running_lowest_first, view.running)
             else:
-                ranked_running = self._ranked(view.running.items(), now)
+                ranked_running = self._ranked(view.running.items(), now,
+                                              below=ranked_eligible[0][0][0] if ranked_eligible else None)
                 desired, waiting = _greedy_prefix(ranked_running, ranked_eligible, self._capacity_gpus)
                 lowest_first = partial(reversed, ranked_running)
             starts, preempted = self._preempt_to_vm_order(view, desired, waiting, lowest_first,
@@ -504,11 +505,20 @@ class PredictedSrpt:
         z = np.random.default_rng([self._error_seed, zlib.crc32(job_id.encode())]).standard_normal()
         return math.exp(self._params.oracle_error * float(z))
 
-    def _ranked(self, items: Iterable[tuple[str, JobState]],
-                now: float) -> list[tuple[Key, JobState]]:
-        """Jobs by the rank of their size distribution given the service they attained."""
+    def _ranked(self, items: Iterable[tuple[str, JobState]], now: float,
+                below: float | None = None) -> list[tuple[Key, JobState]]:
+        """Jobs by the rank of their size distribution given the service they attained.
+
+        ``below`` (the best waiting job's key, when ranking running jobs): a
+        running job that `SizeDistribution.rank_bound` shows to rank under it
+        gets that bound as its key instead of its rank. Every such job is
+        among the jobs to keep (they all fit, as they run together) and none
+        is a victim, so no decision reads its exact rank; working it out is
+        most of the cost when a class's distribution changes.
+        """
         out = []
         gittins = self._params.rank == "gittins"
+        bounded = gittins and below is not None
         # Asked for every running and waiting job at every event: the look-ups are bound once.
         survival = self._survival
         class_sizes = survival.distribution if survival is not None else None
@@ -550,6 +560,12 @@ class PredictedSrpt:
                         if low <= to_go < high:  # the entry is kept: its line holds on
                             value = intercept + slope * to_go
             if value is None:
+                if bounded and state.status is running:
+                    # Rounding is monotone: a bound key under ``below`` means the rank's key is too.
+                    bound = dist.rank_bound(attained) / unit * per_iter
+                    if bound < below:  # type: ignore[operator]
+                        out.append(((bound, submit_time, seq, job_id), state))
+                        continue
                 if gittins:
                     value, line = dist.gittins_line(attained)
                 else:
