@@ -518,7 +518,7 @@ class PredictedSrpt:
         """
         out = []
         gittins = self._params.rank == "gittins"
-        bounded = gittins and below is not None
+        bar = below if gittins else None
         # Asked for every running and waiting job at every event: the look-ups are bound once.
         survival = self._survival
         class_sizes = survival.distribution if survival is not None else None
@@ -560,10 +560,10 @@ class PredictedSrpt:
                         if low <= to_go < high:  # the entry is kept: its line holds on
                             value = intercept + slope * to_go
             if value is None:
-                if bounded and state.status is running:
-                    # Rounding is monotone: a bound key under ``below`` means the rank's key is too.
+                if bar is not None and state.status is running:
+                    # Rounding is monotone: a bound key under ``bar`` means the rank's key is too.
                     bound = dist.rank_bound(attained) / unit * per_iter
-                    if bound < below:  # type: ignore[operator]
+                    if bound < bar:
                         out.append(((bound, submit_time, seq, job_id), state))
                         continue
                 if gittins:

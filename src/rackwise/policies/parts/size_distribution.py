@@ -57,7 +57,7 @@ class SizeDistribution:
         order = np.argsort(x[keep], kind="stable")
         self._values = x[keep][order]
         self._weights = w[keep][order]
-        self._value_list: list[float] | None = None  # the same as Python floats, once a rank asks
+        self._value_list: list[float] | None = None  # `_sample_list`
         # Weight and weighted size of the samples from each one on, once `rank_bound` asks.
         self._tail_sums: tuple[list[float], list[float]] | None = None
         # Tail start -> the rank's envelope over the stretch before that sample
@@ -101,6 +101,12 @@ class SizeDistribution:
         rest, w = tail
         return float(np.dot(w, rest) / w.sum())
 
+    def _sample_list(self) -> list[float]:
+        """`values` as Python floats, made once a rank asks (bisecting a list is cheaper)."""
+        if self._value_list is None:
+            self._value_list = self._values.tolist()
+        return self._value_list
+
     def rank_bound(self, attained: float) -> float:
         """An upper bound on `gittins_rank` at ``attained``, in O(log n).
 
@@ -110,9 +116,7 @@ class SizeDistribution:
         the roundings of either way of working it out. Past the largest
         sample it is the rank itself.
         """
-        values = self._value_list
-        if values is None:
-            values = self._value_list = self._values.tolist()
+        values = self._sample_list()
         k = bisect_right(values, attained)
         if k == len(values):
             return self.beyond_factor * attained
@@ -139,9 +143,7 @@ class SizeDistribution:
         while that stays on the line (`RankLine.holds`), the line gives the
         rank with one multiplication and one addition, bit for bit.
         """
-        values = self._value_list
-        if values is None:
-            values = self._value_list = self._values.tolist()
+        values = self._sample_list()
         k = bisect_right(values, attained)  # the first sample past `attained`
         if k == len(values):
             return self.beyond_factor * attained, None
