@@ -80,7 +80,6 @@ def _count(counts: Counter[str]) -> None:
     on_arrival, on_completion = predicted_srpt.PredictedSrpt.on_arrival, predicted_srpt.PredictedSrpt.on_completion
     asking: list[Hashable] = [None]
     idle = [False]  # no arrival or finish since a decision that did nothing
-    decide_s: Counter[str] = Counter()
 
     def counted_arrive(self: class_sizes.ClassSizes, job_id: str, job_class: Hashable) -> None:
         if job_class in self._cached:
@@ -155,10 +154,8 @@ def _count(counts: Counter[str]) -> None:
         counts["decisions"] += 1
         counts["decisions with nothing new"] += nothing_new
         counts["decisions with nothing new that acted"] += nothing_new and acted
-        decide_s["all"] += spent
-        decide_s["nothing new"] += spent if nothing_new else 0.0
-        counts["CPU ms deciding"] = round(1000 * decide_s["all"])
-        counts["CPU ms deciding with nothing new"] = round(1000 * decide_s["nothing new"])
+        counts["CPU us deciding"] += round(1e6 * spent)
+        counts["CPU us deciding with nothing new"] += round(1e6 * spent) if nothing_new else 0
         idle[0] = not acted
         return decisions
 
@@ -254,8 +251,8 @@ def main() -> None:
     for name, value in counts.items():
         share = f" ({100 * value / ranked:.1f}% of running jobs ranked)" if name in (
             "below the best waiting key", "skippable by an exact bound") and ranked else ""
-        if name in ("decisions with nothing new", "CPU ms deciding with nothing new"):
-            whole = counts["decisions" if name.startswith("decisions") else "CPU ms deciding"]
+        if name in ("decisions with nothing new", "CPU us deciding with nothing new"):
+            whole = counts["decisions" if name.startswith("decisions") else "CPU us deciding"]
             share = f" ({100 * value / whole:.1f}%)" if whole else ""
         print(f"{name}: {value}{share}")
     if counts["decisions ranking running jobs"]:

@@ -51,7 +51,7 @@ def test_every_decision_is_counted_once_and_nothing_new_is_a_part_of_them() -> N
     steps = int(re.search(r"steps (\d+)", out).group(1))  # type: ignore[union-attr]
     assert count("decisions") == steps  # the simulator asks the policy once per step
     assert count("decisions with nothing new that acted") <= count("decisions with nothing new") < steps
-    assert count("CPU ms deciding with nothing new") <= count("CPU ms deciding")
+    assert count("CPU us deciding with nothing new") <= count("CPU us deciding")
 
 
 def test_the_variants_change_what_is_worked_out_again() -> None:
