@@ -9,6 +9,7 @@ import pickle
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 from tests.policies.test_predictor import recurring_jobs
 from tests.strategies import clusters_and_workloads
 
@@ -306,3 +307,31 @@ def test_running_jobs_bounded_below_the_best_waiting_key_leave_every_decision_as
     exact = Simulator(topology, jobs, Asrpt(), perf=IdealPerf(), seed=0).run().records
     assert bounded == exact
     assert with_bounds < exact_ranks  # the bounds did stand in for ranks
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 100, allow_nan=False), st.integers(1, 8), st.booleans()),
+                max_size=40, unique_by=lambda item: item[0]),
+       st.integers(1, 64))
+def test_the_greedy_prefix_is_the_plain_merge_of_both_lists(
+        jobs: list[tuple[float, int, bool]], capacity: int) -> None:
+    from rackwise.policies.parts.predicted_srpt import _greedy_prefix
+    from rackwise.workload.state import JobState
+
+    def pair(job_id: str, key: float, n_gpus: int) -> tuple[tuple[float, float, int, str], JobState]:
+        return (key, 0.0, 0, job_id), JobState(Job(job_id, 0.0, n_gpus, 1.0))
+
+    items = sorted(pair(f"j{i}", key, n_gpus) for i, (key, n_gpus, _) in enumerate(jobs))
+    is_running = {f"j{i}": running for i, (_, _, running) in enumerate(jobs)}
+    running = [item for item in items if is_running[item[0][3]]]
+    eligible = [item for item in items if not is_running[item[0][3]]]
+    desired, waiting, room = [], [], capacity  # the merge, walked one job at a time
+    for item in items:
+        if item[1].job.n_gpus <= room:
+            desired.append(item)
+            if not is_running[item[0][3]]:
+                waiting.append(item)
+            room -= item[1].job.n_gpus
+            if room == 0:
+                break
+    assert _greedy_prefix(running, eligible, capacity) == (desired, waiting)

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import math
 import zlib
-from bisect import insort
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from statistics import median
 from typing import Literal, NamedTuple, Protocol
 
@@ -239,6 +239,8 @@ class PredictedSrpt:
         self._graphs: dict[str, JobGraph] = {}
         self._dists: dict[str, SizeDistribution] = {}
         self._rank_cache: dict[str, tuple[float, SizeDistribution, float, RankLine | None]] = {}
+        # A waiting job's key as last ranked, with the distribution and progress it came from.
+        self._waiting_entries: dict[str, tuple[SizeDistribution, float, tuple[Key, JobState]]] = {}
         self._arrived_sizes: dict[tuple[str | None, int], list[float]] = {}  # class-oracle: true sizes
         self._survival = (ClassSizes(params.survival_window, params.overrun_factor, params.survival_refresh)
                           if params.predictor == "survival" else None)
@@ -290,7 +292,8 @@ class PredictedSrpt:
         self._vm.advance(now)
         self._vm.remove(job_id)
         facts = self._facts.pop(job_id, None)
-        for table in (self._estimate_iters, self._graphs, self._waiting, self._dists, self._rank_cache):
+        for table in (self._estimate_iters, self._graphs, self._waiting, self._dists, self._rank_cache,
+                      self._waiting_entries):
             table.pop(job_id, None)
         entry = self._predicted.pop(job_id, None)
         if entry is None or facts is None:
@@ -523,19 +526,11 @@ class PredictedSrpt:
         survival = self._survival
         class_sizes = survival.distribution if survival is not None else None
         attained_of, dists, rank_cache, facts = self._attained, self._dists, self._rank_cache, self._facts
+        waiting_entries = self._waiting_entries
         by_class: dict[tuple[str | None, int], SizeDistribution | None] = {}  # no class changes in a call
         running = Status.RUNNING
         for job_id, state in items:
             unit, per_iter, submit_time, seq, cls = facts[job_id]
-            done = state.iters_done
-            if state.status is running:  # `iters_at`, inlined (max and min spelt out: cheaper)
-                last, busy = state.last_update, state.busy_until
-                productive = now - (busy if busy > last else last)
-                if productive > 0.0:
-                    done += productive * state.rate_iters_per_s
-                    total = state.job.total_iters
-                    if not done < total:
-                        done = total
             # `_survival_distribution`, inlined
             if class_sizes is None:
                 dist = dists[job_id]
@@ -545,6 +540,21 @@ class PredictedSrpt:
                 else:
                     of_class = by_class[cls] = class_sizes(cls, attained_of)
                 dist = of_class or dists[job_id]
+            done = state.iters_done
+            is_running = state.status is running
+            if is_running:  # `iters_at`, inlined (max and min spelt out: cheaper)
+                last, busy = state.last_update, state.busy_until
+                productive = now - (busy if busy > last else last)
+                if productive > 0.0:
+                    done += productive * state.rate_iters_per_s
+                    total = state.job.total_iters
+                    if not done < total:
+                        done = total
+            elif (held := waiting_entries.get(job_id)) is not None and held[0] is dist \
+                    and held[1] == done and held[2][1] is state:
+                # A waiting job's key follows from its distribution and its progress alone.
+                out.append(held[2])
+                continue
             attained = done * unit
             value = None
             if attained >= dist.largest:  # past every sample, whichever the rank
@@ -560,7 +570,7 @@ class PredictedSrpt:
                         if low <= to_go < high:  # the entry is kept: its line holds on
                             value = intercept + slope * to_go
             if value is None:
-                if bar is not None and state.status is running:
+                if bar is not None and is_running:
                     # Rounding is monotone: a bound key under ``bar`` means the rank's key is too.
                     bound = dist.rank_bound(attained) / unit * per_iter
                     if bound < bar:
@@ -571,7 +581,10 @@ class PredictedSrpt:
                 else:
                     value, line = dist.expected_remaining(attained), None
                 rank_cache[job_id] = (attained, dist, value, line)
-            out.append(((value / unit * per_iter, submit_time, seq, job_id), state))
+            entry = ((value / unit * per_iter, submit_time, seq, job_id), state)
+            out.append(entry)
+            if not is_running:
+                waiting_entries[job_id] = (dist, done, entry)
         out.sort(key=itemgetter(0))
         return out
 
@@ -688,6 +701,14 @@ def _greedy_prefix(running: list[tuple[Key, JobState]], eligible: list[tuple[Key
     desired: list[tuple[Key, JobState]] = []
     waiting: list[tuple[Key, JobState]] = []
     room, i, j, n_running, n_eligible = capacity, 0, 0, len(running), len(eligible)
+    # The running jobs ahead of every waiting one (most of them, most of the time) come
+    # first in the merge; while they leave GPUs over, each is taken, so take them at once.
+    ahead = bisect_left(running, eligible[0][0], key=itemgetter(0)) if eligible else n_running
+    held = sum(map(attrgetter("job.n_gpus"), map(itemgetter(1), running[:ahead])))
+    if held < room:
+        desired.extend(running[:ahead])
+        room -= held
+        i = ahead
     while i < n_running or j < n_eligible:
         is_running = j == n_eligible or (i < n_running and running[i][0] < eligible[j][0])
         if is_running:
