@@ -39,9 +39,14 @@ import json
 import multiprocessing
 import resource
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from provenance import provenance
+
+if TYPE_CHECKING:
+    from rackwise.sim.engine import SimResult, Simulator
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEED_CLUSTERS = {"philly_2017": (64, 8, 8), "itp_2021": (160, 8, 8)}
@@ -52,9 +57,10 @@ def _rss_mib() -> float:
     return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
 
 
-def speed(policy: str, trace: str, first_n: int | None = None, copies: int = 1,
-          start_s: float | None = None, perf: str = "ideal") -> dict[str, object]:
-    """Simulate a whole trace (or its first ``first_n`` jobs from ``start_s``) under one policy.
+def simulator_for(policy: str, trace: str, first_n: int | None = None, copies: int = 1,
+                  start_s: float | None = None, perf: str = "ideal") -> Callable[[], Simulator]:
+    """What `speed` runs, read and ready to build: a trace (or its first ``first_n`` jobs from
+    ``start_s``) on its cluster under one policy.
 
     With ``copies``, the jobs arrive that many times, each copy one arrival span
     after the last: as many jobs again at the same arrival rate. ``perf`` names
@@ -76,16 +82,29 @@ def speed(policy: str, trace: str, first_n: int | None = None, copies: int = 1,
         jobs = Workload(tuple(replace(job, job_id=f"{job.job_id}#{k}", submit_time=job.submit_time + k * span)
                               for k in range(copies) for job in jobs), name=jobs.name)
     model = make_perf(perf, {})
+    return lambda: Simulator(topology, jobs, make_policy(policy), perf=model, seed=0)
+
+
+def records_sha256(result: SimResult) -> str:
+    """First 16 hex digits of the sha256 of ``repr(result.records)``: equal records, equal hash."""
+    return hashlib.sha256(repr(result.records).encode()).hexdigest()[:16]
+
+
+def speed(policy: str, trace: str, first_n: int | None = None, copies: int = 1,
+          start_s: float | None = None, perf: str = "ideal") -> dict[str, object]:
+    """Build and run `simulator_for` these arguments: its speed, peak memory and records' hash."""
+    build = simulator_for(policy, trace, first_n, copies, start_s, perf)
     wall, cpu = time.perf_counter(), time.process_time()
-    result = Simulator(topology, jobs, make_policy(policy), perf=model, seed=0).run()
+    simulator = build()
+    result = simulator.run()
     wall_s, cpu_s = time.perf_counter() - wall, time.process_time() - cpu
     n = len(result.records)
     rss = _rss_mib()  # before the hash, whose text of every record would count too
-    digest = hashlib.sha256(repr(result.records).encode()).hexdigest()[:16]
-    return {"figure": "speed", "policy": policy, "trace": trace, "perf": perf, "cluster_gpus": topology.n_gpus,
+    return {"figure": "speed", "policy": policy, "trace": trace, "perf": perf,
+            "cluster_gpus": simulator.topology.n_gpus,
             "n_jobs": n, "n_steps": result.n_steps, "simulate_s": round(wall_s, 2),
             "cpu_s": round(cpu_s, 2), "jobs_per_s": round(n / wall_s), "jobs_per_cpu_s": round(n / cpu_s),
-            "peak_rss_mib": rss, "records_sha256": digest}
+            "peak_rss_mib": rss, "records_sha256": records_sha256(result)}
 
 
 def decision(policy_name: str, n_pending: int, n_nodes: int, busy_frac: float,
