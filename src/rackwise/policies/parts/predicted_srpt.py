@@ -517,9 +517,12 @@ class PredictedSrpt:
         gets that bound as its key instead of its rank. Every such job is
         among the jobs to keep (they all fit, as they run together) and none
         is a victim, so no decision reads its exact rank; working it out is
-        most of the cost when a class's distribution changes.
+        most of the cost when a class's distribution changes. Nor does any
+        read their order: the jobs keyed under ``below`` come first, unsorted,
+        and the rest after them in key order.
         """
         out = []
+        under: list[tuple[Key, JobState]] = []  # running jobs keyed under ``bar``
         gittins = self._params.rank == "gittins"
         bar = below if gittins else None
         # Asked for every running and waiting job at every event: the look-ups are bound once.
@@ -574,19 +577,23 @@ class PredictedSrpt:
                     # Rounding is monotone: a bound key under ``bar`` means the rank's key is too.
                     bound = dist.rank_bound(attained) / unit * per_iter
                     if bound < bar:
-                        out.append(((bound, submit_time, seq, job_id), state))
+                        under.append(((bound, submit_time, seq, job_id), state))
                         continue
                 if gittins:
                     value, line = dist.gittins_line(attained)
                 else:
                     value, line = dist.expected_remaining(attained), None
                 rank_cache[job_id] = (attained, dist, value, line)
-            entry = ((value / unit * per_iter, submit_time, seq, job_id), state)
-            out.append(entry)
+            key = value / unit * per_iter
+            entry = ((key, submit_time, seq, job_id), state)
             if not is_running:
                 waiting_entries[job_id] = (dist, done, entry)
+            elif bar is not None and key < bar:
+                under.append(entry)
+                continue
+            out.append(entry)
         out.sort(key=itemgetter(0))
-        return out
+        return under + out if under else out
 
     def _survival_distribution(self, job: Job) -> SizeDistribution | None:
         """The survival predictor's distribution for the job's class (None: another rule answers)."""
@@ -696,7 +703,9 @@ def _greedy_prefix(running: list[tuple[Key, JobState]], eligible: list[tuple[Key
     and those of them that are ``eligible`` (waiting).
 
     Keys are unique (their last field is the job id), so the merge needs no
-    tie rule; it stops as soon as the GPUs are all spoken for.
+    tie rule; it stops as soon as the GPUs are all spoken for. The running
+    jobs keyed under every eligible one may come first in any order: all of
+    them are taken, whatever their order (they run together, so they fit).
     """
     desired: list[tuple[Key, JobState]] = []
     waiting: list[tuple[Key, JobState]] = []
