@@ -123,11 +123,11 @@ def main() -> None:
         compile_tree(tree)
     with ThreadPoolExecutor(args.jobs) as pool:
         rows = list(pool.map(lambda case: measure(*case, args.first_n, args.perf), cases))
-    first = {(row["policy"], row["trace"]): row["instructions_simulation"] for row in rows[::-1]}
-    for row in rows:
-        base = first[row["policy"], row["trace"]]
-        print(json.dumps({**row, "over_first_tree": round(int(row["instructions_simulation"]) / int(base), 4),  # type: ignore[call-overload]
-                          **common}), flush=True)
+    counts = [int(str(row["instructions_simulation"])) for row in rows]
+    first: dict[tuple[object, object], int] = {}  # the first tree's count, per policy and trace
+    for row, count in zip(rows, counts):
+        base = first.setdefault((row["policy"], row["trace"]), count)
+        print(json.dumps({**row, "over_first_tree": round(count / base, 4), **common}), flush=True)
 
 
 if __name__ == "__main__":
