@@ -43,23 +43,18 @@ from __future__ import annotations
 
 import argparse
 import bisect
-import hashlib
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
+from bench_policies import records_sha256, simulator_for
 from provenance import provenance
 
-from rackwise import traces
-from rackwise.cluster.topology import uniform_cluster
 from rackwise.engine.contract import Decisions
 from rackwise.engine.view import ClusterView
-from rackwise.policies.asrpt import Asrpt
 from rackwise.policies.parts import class_sizes, predicted_srpt, size_distribution
 from rackwise.policies.parts.size_distribution import SizeDistribution
-from rackwise.run import make_perf
-from rackwise.sim.engine import Simulator
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState, Status
 
@@ -237,13 +232,12 @@ def main() -> None:
         _refresh_every(args.refresh_s)
     if not args.no_counters:
         _count(counts)
-    topology = uniform_cluster(64, 8, 8)
-    jobs = traces.load("philly_2017", first_n=args.first_n).drop_oversized(topology.n_gpus)
+    build = simulator_for("asrpt", "philly_2017", args.first_n)
     print(provenance())
-    started = time.process_time()  # as `bench_policies.py speed` builds its run
-    result = Simulator(topology, jobs, Asrpt(), perf=make_perf("ideal", {}), seed=0).run()
+    started = time.process_time()  # as `bench_policies.py speed` times its run
+    result = build().run()
     cpu_s = time.process_time() - started
-    digest = hashlib.sha256(repr(result.records).encode()).hexdigest()[:16]
+    digest = records_sha256(result)
     avg_jct_h = sum(r.jct_s for r in result.records) / len(result.records) / 3600
     print(f"jobs {len(result.records)}, steps {result.n_steps}, CPU s {cpu_s:.2f}, "
           f"avg JCT h {avg_jct_h:.3f}, records_sha256 {digest}")

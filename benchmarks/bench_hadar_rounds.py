@@ -30,12 +30,11 @@ counters change no decision. CPU seconds include the counters' own cost.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import time
 from typing import Any
 
-from bench_policies import SPEED_CLUSTERS
+from bench_policies import SPEED_CLUSTERS, records_sha256, simulator_for
 from provenance import provenance
 
 
@@ -46,11 +45,7 @@ def main() -> None:
     parser.add_argument("--policy", default="hadar", choices=["hadar", "hadare"])
     args = parser.parse_args()
 
-    from rackwise import traces
-    from rackwise.cluster.topology import uniform_cluster
     from rackwise.policies.parts.hadar_planning import HadarPlanner
-    from rackwise.policies.registry import make_policy
-    from rackwise.sim.engine import Simulator
 
     counts = {"rounds": 0, "jobs_planned": 0, "jobs_offered_nothing": 0, "offered_nothing_last": 0,
               "planned_after_slot0_full": 0, "rounds_moved_as_planned": 0}
@@ -82,18 +77,17 @@ def main() -> None:
         counts["rounds_moved_as_planned"] += not in_shape
         return decide_of(self, *args, in_shape=in_shape)
 
-    topology = uniform_cluster(*SPEED_CLUSTERS[args.trace])
-    jobs = traces.load(args.trace, first_n=args.first_n).drop_oversized(topology.n_gpus)
+    build = simulator_for(args.policy, args.trace, args.first_n)
     HadarPlanner._rows, HadarPlanner._plan = counted_rows, counted_plan  # type: ignore[method-assign]
     HadarPlanner._decide_keeping = counted_decide  # type: ignore[method-assign]
     try:
         start = time.process_time()
-        result = Simulator(topology, jobs, make_policy(args.policy), seed=0).run()
+        result = build().run()
         cpu_s = time.process_time() - start
     finally:
         HadarPlanner._rows, HadarPlanner._plan = rows_of, plan_of  # type: ignore[method-assign]
         HadarPlanner._decide_keeping = decide_of  # type: ignore[method-assign]
-    digest = hashlib.sha256(repr(result.records).encode()).hexdigest()[:16]
+    digest = records_sha256(result)
     records = result.records
     print(json.dumps({"figure": "hadar_rounds", "policy": args.policy, "trace": args.trace,
                       "first_n": args.first_n, **counts,

@@ -33,18 +33,14 @@ import time
 from typing import Any
 
 import numpy as np
-from bench_policies import SPEED_CLUSTERS
+from bench_policies import SPEED_CLUSTERS, simulator_for
 from provenance import provenance
 
 
 def capture(trace: str, first_n: int) -> tuple[Any, list[dict[str, np.ndarray]], list[tuple[Any, ...]]]:
     """Run marl on the trace's first jobs; the topology, the actor's observations and the pair batches."""
-    from rackwise import traces
-    from rackwise.cluster.topology import uniform_cluster
     from rackwise.policies.parts.marl.inference import CachedActor
     from rackwise.policies.parts.marl.pair_terms import PairTerms
-    from rackwise.policies.registry import make_policy
-    from rackwise.sim.engine import Simulator
 
     observations: list[dict[str, np.ndarray]] = []
     batches: list[tuple[Any, ...]] = []
@@ -58,14 +54,13 @@ def capture(trace: str, first_n: int) -> tuple[Any, list[dict[str, np.ndarray]],
         batches.append((np.array(a), np.array(b), np.array(share)))
         return pair_terms(self, a, b, share)
 
-    topology = uniform_cluster(*SPEED_CLUSTERS[trace])
-    jobs = traces.load(trace, first_n=first_n).drop_oversized(topology.n_gpus)
+    simulator = simulator_for("marl", trace, first_n)()
     CachedActor.logits, PairTerms.pair_terms = kept_logits, kept_pairs  # type: ignore[method-assign]
     try:
-        Simulator(topology, jobs, make_policy("marl"), seed=0).run()
+        simulator.run()
     finally:
         CachedActor.logits, PairTerms.pair_terms = logits, pair_terms  # type: ignore[method-assign]
-    return topology, observations, batches
+    return simulator.topology, observations, batches
 
 
 def main() -> None:
