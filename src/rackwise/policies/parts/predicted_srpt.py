@@ -712,12 +712,12 @@ def _greedy_prefix(running: list[tuple[Key, JobState]], eligible: list[tuple[Key
     room, i, j, n_running, n_eligible = capacity, 0, 0, len(running), len(eligible)
     # The running jobs ahead of every waiting one (most of them, most of the time) come
     # first in the merge; while they leave GPUs over, each is taken, so take them at once.
-    ahead = bisect_left(running, eligible[0][0], key=itemgetter(0)) if eligible else n_running
-    held = sum(map(attrgetter("job.n_gpus"), map(itemgetter(1), running[:ahead])))
+    ahead = running[:bisect_left(running, eligible[0][0], key=itemgetter(0))] if eligible else running
+    held = sum(map(attrgetter("job.n_gpus"), map(itemgetter(1), ahead)))
     if held < room:
-        desired.extend(running[:ahead])
+        desired.extend(ahead)
         room -= held
-        i = ahead
+        i = len(ahead)
     while i < n_running or j < n_eligible:
         is_running = j == n_eligible or (i < n_running and running[i][0] < eligible[j][0])
         if is_running:
