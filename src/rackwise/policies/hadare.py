@@ -40,7 +40,6 @@ from rackwise.policies.parts.hadar_planning import (
     HadarParameters,
     HadarPlanner,
     Layout,
-    used_book,
 )
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState
@@ -95,7 +94,7 @@ class HadarE(ForkParameters, HadarParameters, BasePolicy):
     def _add_copies(self, view: ClusterView, active: list[JobState],
                     layouts: dict[str, Layout]) -> None:
         """The planner's `AddCopies`: one more copy of each running job per pass, in planning order."""
-        book = used_book(view, layouts, self.planner_.node_type)
+        book = self.planner_.used_book(layouts)
         cap = self.max_copies if self.max_copies is not None else view.topology.n_nodes
         jobs = [Forkable(s.job_id, s.job.n_gpus, self.planner_.job_types(s.job_id).tiers)
                 for s in active if s.job_id in layouts]

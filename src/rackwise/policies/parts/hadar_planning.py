@@ -167,6 +167,7 @@ class HadarPlanner:
         self._utilities: dict[tuple[int, float], float] = {}  # (slots, gamma3) -> utility: see `_f`
         self._shapes: dict[Layout, tuple[tuple[tuple[int, int], ...], ...]] = {}  # see `_shape`
         self._constants: dict[str, tuple[JobTypes, float]] = {}  # see `_job_constants`
+        self._used = PriceBook.flat(self._capacities, groups=self._node_type)  # see `used_book`
 
     @property
     def node_type(self) -> Sequence[int]:
@@ -205,6 +206,19 @@ class HadarPlanner:
         return Decisions(start=decisions.start, preempt=decisions.preempt,
                          wake_at=self._clock.wake_at(view, now))
 
+    def used_book(self, layouts: dict[str, Layout]) -> PriceBook:
+        """A one-slot book with flat prices, nodes grouped by GPU type, loaded with what ``layouts`` take.
+
+        The same book each call, reloaded: what a caller took from it before is gone.
+        """
+        loads = [0] * len(self._capacities)
+        for layout in layouts.values():
+            for take in layout:
+                for node, n in take:
+                    loads[node] += n
+        self._used.set_loads(0, loads)
+        return self._used
+
     def _job_constants(self, view: ClusterView, state: JobState) -> tuple[JobTypes, float]:
         """A job's usable types and utility knee (0 if it can use no type), kept until it completes."""
         rates = self._rates.of(view, state)
@@ -227,7 +241,7 @@ class HadarPlanner:
         # The price curve's ends: half the lowest spread density, and each type's highest density.
         lowest = math.inf
         upper: list[float | None] = [None] * len(self._rates.types)
-        constants = self._constants
+        constants, known_f, f = self._constants, self._utilities, self._f
         for state in active:
             known = constants.get(state.job_id)
             if known is None:
@@ -241,15 +255,18 @@ class HadarPlanner:
             n_gpus = state.job.n_gpus
             for r in types.usable:
                 rate = types.rates[r]
+                # `_f`, its memory read here first: this runs twice per job and type, every round.
                 d = max(1, math.ceil(remaining / (delta * rate)))
-                density = self._f(elapsed + d, gamma3) / (n_gpus * d)
+                utility = known_f.get((elapsed + d, gamma3))
+                density = (f(elapsed + d, gamma3) if utility is None else utility) / (n_gpus * d)
                 highest = upper[r]
                 if highest is None or density > highest:
                     upper[r] = density
                 # The floor assumes the spread penalty too, so a job that must span
                 # nodes (or types) is still admitted into an empty cluster.
                 d_spread = max(1, math.ceil(remaining / (delta * rate * spread)))
-                f_spread = self._f(elapsed + d_spread, gamma3) / (n_gpus * d_spread)
+                utility = known_f.get((elapsed + d_spread, gamma3))
+                f_spread = (f(elapsed + d_spread, gamma3) if utility is None else utility) / (n_gpus * d_spread)
                 if f_spread < lowest:
                     lowest = f_spread
         if not jobs:
@@ -417,8 +434,10 @@ class HadarPlanner:
 
     def _backfill(self, view: ClusterView, jobs: list[JobState], layouts: dict[str, Layout]) -> None:
         """Give GPUs no plan uses to waiting jobs that can use them, in ``jobs``' order."""
-        book = used_book(view, layouts, self._node_type)
         waiting = [s for s in jobs if s.job_id not in layouts]
+        if not waiting:
+            return
+        book = self.used_book(layouts)
         for state in waiting:
             usable = self._types[state.job_id].fastest
             if book.free_in(0, usable) < state.job.n_gpus:
@@ -473,6 +492,8 @@ class HadarPlanner:
                 free.give(state.gpu_ids)
             if layout is not None:
                 to_start.append((state, layout))
+        if not to_start:  # most rounds: nothing to place, so nothing to move out of the way either
+            return Decisions(preempt=tuple(state.job_id for state in moving))
         placing = _InShape(free, gpu_node, self._node_type, kept)
         placed = placing.place(to_start, layouts)
         if placed is None:
@@ -653,20 +674,6 @@ def current_layout(gpu_node: tuple[int, ...], state: JobState) -> Layout:
             counts[gpu_node[g]] = counts.get(gpu_node[g], 0) + 1
         layout.append(tuple(sorted(counts.items())))
     return tuple(layout)
-
-
-def used_book(view: ClusterView, layouts: dict[str, Layout], node_type: Sequence[int]) -> PriceBook:
-    """A one-slot book (flat prices, nodes grouped by ``node_type``) whose load is what ``layouts`` take."""
-    topology = view.topology
-    book = PriceBook([n.n_gpus for n in topology.nodes], 1.0, [1.0] * topology.n_nodes, 1,
-                     groups=node_type)
-    loads = [0] * topology.n_nodes
-    for layout in layouts.values():
-        for take in layout:
-            for node, n in take:
-                loads[node] += n
-    book.set_loads(0, loads)
-    return book
 
 
 def _non_dominated(options: list[Option]) -> list[Option]:

@@ -92,6 +92,7 @@ class IdleCopies:
         self._node_type = list(node_type)
         self._capacity = [node.n_gpus for node in topology.nodes]
         self._widest = widest_of_type(self._capacity, self._node_type)
+        self._book = PriceBook.flat(self._capacity, groups=self._node_type)  # reloaded by each `_fork`
         self._cap = params.max_copies if params.max_copies is not None else topology.n_nodes
         self._sync_s = sync_s
         self._spread_after_s = spread_after_s
@@ -187,11 +188,8 @@ class IdleCopies:
         if not jobs:
             return set()
         order = [job.job_id for job in jobs]
-        book = PriceBook(self._capacity, 1.0, [1.0] * len(self._capacity), 1, groups=self._node_type)
-        counts = free.free_counts()
-        for node, (capacity, n_free) in enumerate(zip(self._capacity, counts)):
-            if capacity > n_free:
-                book.take(0, node, capacity - n_free)
+        book = self._book
+        book.set_loads(0, [capacity - n_free for capacity, n_free in zip(self._capacity, free.free_counts())])
         gpu_node = free.topology.gpu_node
         layouts: dict[str, Layout] = {job_id: tuple(_take(block, gpu_node) for block in blocks[job_id])
                                       for job_id in order}

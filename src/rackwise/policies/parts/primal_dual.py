@@ -363,6 +363,16 @@ class PriceBook:
         self._free = [dict(classes.free) for _ in range(horizon)]
         self.memo: dict[object, Any] = {}  # answers worked out from the book, until it changes
 
+    @classmethod
+    def flat(cls, capacity: Sequence[int], groups: Sequence[int] | None = None) -> PriceBook:
+        """A one-slot book with one price everywhere: a record of the GPUs taken.
+
+        Building a book costs far more than loading one, so a caller that
+        asks often keeps one and reloads it with `set_loads`, which replaces
+        all the slot held.
+        """
+        return cls(capacity, 1.0, [1.0] * len(capacity), 1, groups=groups)
+
     @property
     def horizon(self) -> int:
         return len(self._loads)
