@@ -201,3 +201,17 @@ def test_utility_density_plans_the_short_job_first(order: str, first: str) -> No
     finish = {r.job_id: r.finish_time for r in result.records}
     assert min(finish, key=finish.__getitem__) == first
     assert sum(finish.values()) == pytest.approx(3600 + 360 + 360 if first == "B-short" else 3600 + 3960)
+
+
+@pytest.mark.parametrize("policy", [Hadar(), HadarE()])
+def test_a_round_that_keeps_no_running_job_preempts_them_all(policy: Hadar) -> None:
+    """With no layout at all, every running job moves off its GPUs, and nothing is placed."""
+    topology = cluster(("v100", 2, 4))
+    jobs = [job(f"j{i}", "m", 3_600, n_gpus=2) for i in range(3)]
+    sim = Simulator(topology, jobs, policy, perf=TablePerf({("m", "v100"): 1.0}))
+    sim.start()
+    while not sim.running:
+        sim.step()
+    active = [*sim.view.pending.values(), *sim.view.running.values()]
+    decisions = policy.planner_._decide(sim.view, active, {})
+    assert sorted(decisions.preempt) == sorted(sim.running) and not decisions.start

@@ -51,6 +51,35 @@ def test_loads_set_at_once_answer_as_loads_taken_one_by_one(data: st.DataObject)
             assert at_once.cheapest_node(0, group_set, n) == taken.cheapest_node(0, group_set, n)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_a_reloaded_book_answers_as_a_new_one(data: st.DataObject) -> None:
+    """`set_loads` replaces all a slot held: what was taken and asked before leaves no trace."""
+    caps = data.draw(st.lists(st.sampled_from([2, 4, 8]), min_size=1, max_size=12))
+    groups = data.draw(st.lists(st.integers(0, 2), min_size=len(caps), max_size=len(caps)))
+    reused = PriceBook.flat(caps, groups=groups)
+    for before in ([data.draw(st.integers(0, cap)) for cap in caps], None):
+        if before is not None:
+            reused.set_loads(0, before)
+        for node in data.draw(st.lists(st.integers(0, len(caps) - 1), max_size=6)):
+            if reused.free(0, node):
+                reused.take(0, node, 1)
+        reused.memo["asked"] = reused.free_in(0, (0, 1, 2))  # a caller's answer, kept until a change
+        loads = [data.draw(st.integers(0, cap)) for cap in caps]
+        reused.set_loads(0, loads)
+        assert not reused.memo
+        new = PriceBook.flat(caps, groups=groups)
+        for node, load in enumerate(loads):
+            if load:
+                new.take(0, node, load)
+        assert (reused.load == new.load).all()
+        for group_set in [(0,), (1,), (2,), (0, 1), (0, 1, 2)]:
+            assert reused.free_in(0, group_set) == new.free_in(0, group_set)
+            assert list(reused.most_free_first(0, group_set)) == list(new.most_free_first(0, group_set))
+            for n in (1, 2, 3, 8):
+                assert reused.cheapest_node(0, group_set, n) == new.cheapest_node(0, group_set, n)
+
+
 def test_set_loads_refuses_more_than_a_node_holds() -> None:
     book = PriceBook([4, 4], 1.0, [4.0, 4.0], 1)
     with pytest.raises(ValueError, match="node 0 has 4 GPUs, not 5"):
