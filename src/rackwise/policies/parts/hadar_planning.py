@@ -289,7 +289,7 @@ class HadarPlanner:
             if plan.slots and plan.slots[0][0] == 0:  # it runs now
                 layouts[state.job_id] = (plan.slots[0][1].take,)
         if self._params.backfill:
-            self._backfill(view, [j[0] for j in jobs], layouts)
+            self._backfill([j[0] for j in jobs], layouts)
         return layouts
 
     def _in_planning_order(self, jobs: list[_Planned]) -> list[_Planned]:
@@ -432,7 +432,7 @@ class HadarPlanner:
             self._min_nodes_of[key] = topology.spread(gpus)[0] if gpus else 1 << 30
         return self._min_nodes_of[key]
 
-    def _backfill(self, view: ClusterView, jobs: list[JobState], layouts: dict[str, Layout]) -> None:
+    def _backfill(self, jobs: list[JobState], layouts: dict[str, Layout]) -> None:
         """Give GPUs no plan uses to waiting jobs that can use them, in ``jobs``' order."""
         waiting = [s for s in jobs if s.job_id not in layouts]
         if not waiting:
