@@ -34,8 +34,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import fields
-from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -60,18 +58,15 @@ from rackwise.perf.pricing import StepPricing
 from rackwise.perf.running_index import RunningIndex
 from rackwise.perf.throughput import ThroughputTable, default_table
 from rackwise.perf.views import Weights
-from rackwise.workload.job import Job
+from rackwise.workload.job import FIELD_INDEX, Job, build_job, field_values
 
 if TYPE_CHECKING:
     from rackwise.workload.state import JobState
 
 # (field index, value) changes, and the rate iterations follow from (None: unchanged)
 _Plan = tuple[tuple[tuple[int, object], ...], float | None]
-_JOB_FIELDS = tuple(item.name for item in fields(Job))
-_JOB_VALUES = attrgetter(*_JOB_FIELDS)
-_JOB_INDEX = {name: index for index, name in enumerate(_JOB_FIELDS)}
 _MODEL, _GRADIENT_BYTES, _MODEL_BYTES, _SENSITIVITY, _TOTAL_ITERS = (
-    _JOB_INDEX[name] for name in ("model", "gradient_bytes", "model_bytes", "comm_sensitivity",
+    FIELD_INDEX[name] for name in ("model", "gradient_bytes", "model_bytes", "comm_sensitivity",
                                   "total_iters"))
 
 
@@ -162,12 +157,12 @@ class NetworkPerf:
             if not changes and rate is None:
                 out.append(job)
                 continue
-            values = list(_JOB_VALUES(job))
+            values = list(field_values(job))
             for field_index, value in changes:
                 values[field_index] = value
             if rate is not None:
                 values[_TOTAL_ITERS] = job.duration_s * rate
-            out.append(Job(*values))  # positional: `dataclasses.replace` costs far more per job
+            out.append(build_job(*values))  # positional: `Job.with_changes` costs more per job
         return out
 
     def _plan(self, name: str, job: Job, is_assigned: bool) -> _Plan:

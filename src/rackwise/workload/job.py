@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from operator import attrgetter
 
+from rackwise.frozen import unfrozen_builder
+
 
 @dataclass(frozen=True, slots=True)
 class Parallelism:
@@ -85,15 +87,16 @@ class Job:
         """A copy with some fields replaced (a `Job` is immutable)."""
         # NOTE: positional, not dataclasses.replace, whose field introspection per
         # call dominated forecasts that rescale thousands of jobs per sample.
-        values = list(_FIELD_VALUES(self))
+        values = list(field_values(self))
         for name, value in changes.items():
-            index = _FIELD_INDEX.get(name)
+            index = FIELD_INDEX.get(name)
             if index is None:
                 raise TypeError(f"Job has no field '{name}'")
             values[index] = value
-        return Job(*values)
+        return build_job(*values)
 
 
-_FIELD_NAMES = tuple(item.name for item in fields(Job))
-_FIELD_VALUES = attrgetter(*_FIELD_NAMES)
-_FIELD_INDEX = {name: index for index, name in enumerate(_FIELD_NAMES)}
+FIELD_INDEX = {item.name: index for index, item in enumerate(fields(Job))}  # a field's position
+field_values = attrgetter(*FIELD_INDEX)  # a job's field values, in their order
+# `Job(*values)`, without the frozen class's slow `__init__`: readers and models make one per job.
+build_job = unfrozen_builder(Job)

@@ -5,12 +5,8 @@ from __future__ import annotations
 from itertools import repeat
 from typing import Any
 
-from rackwise.frozen import unfrozen_builder
-from rackwise.workload.job import Job
+from rackwise.workload.job import build_job
 from rackwise.workload.workload import Workload
-
-# `Job(...)`, once per row.
-_build_job = unfrozen_builder(Job)
 
 
 def table_to_workload(table: Any, *, name: str, source: str, n_gpus_field: str) -> Workload:
@@ -27,7 +23,7 @@ def table_to_workload(table: Any, *, name: str, source: str, n_gpus_field: str) 
 
     durations = table["duration_s"].tolist()
     iters = table["total_iters"].tolist() if "total_iters" in table else durations
-    jobs = tuple(map(_build_job, table["job_id"].tolist(), table["submit_time"].tolist(),
+    jobs = tuple(map(build_job, table["job_id"].tolist(), table["submit_time"].tolist(),
                      table["n_gpus"].tolist(), durations, iters, column("group"),
                      column("user"), column("model"), column("batch_size")))
     if "gpu_share" in table:
