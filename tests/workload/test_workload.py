@@ -114,6 +114,9 @@ def test_job_with_changes_replaces_only_the_named_fields() -> None:
     job = Job("j", 5.0, 2, 100.0, group="vc1", tags=(("k", "v"),))
     changed = job.with_changes(duration_s=50.0, total_iters=7.0, model="resnet50")
     assert changed == dataclasses.replace(job, duration_s=50.0, total_iters=7.0, model="resnet50")
+    assert type(changed) is Job and hash(changed) == hash(dataclasses.replace(changed))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        changed.n_gpus = 4  # type: ignore[misc]
     assert job.duration_s == 100.0  # the original is untouched
     with pytest.raises(TypeError, match="no field 'colour'"):
         job.with_changes(colour="red")
