@@ -162,7 +162,7 @@ def scale_arrivals(workload: Workload, load: float) -> Workload:
     if not workload.jobs:
         return workload
     first_s = min(job.submit_time for job in workload)
-    jobs = tuple(dataclasses.replace(job, submit_time=first_s + (job.submit_time - first_s) / load)
+    jobs = tuple(job.with_changes(submit_time=first_s + (job.submit_time - first_s) / load)
                  for job in workload)
     return dataclasses.replace(workload, jobs=jobs)
 
