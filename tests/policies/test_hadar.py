@@ -215,3 +215,36 @@ def test_a_round_that_keeps_no_running_job_preempts_them_all(policy: Hadar) -> N
     active = [*sim.view.pending.values(), *sim.view.running.values()]
     decisions = policy.planner_._decide(sim.view, active, {})
     assert sorted(decisions.preempt) == sorted(sim.running) and not decisions.start
+
+
+@given(st.lists(st.lists(st.integers(0, 15), min_size=1, max_size=6, unique=True), min_size=1, max_size=5,
+                unique_by=tuple),
+       st.lists(st.integers(1, 8), min_size=1, max_size=6))
+def test_making_room_counts_the_kept_gpus_left_on_each_node(held: list[list[int]], asks: list[int]) -> None:
+    """However many kept jobs `_InShape` moves, each node's count of kept GPUs is what they hold there."""
+    from rackwise.cluster.allocation import Allocation, TentativeAllocation
+    from rackwise.cluster.topology import uniform_cluster
+    from rackwise.policies.parts.hadar_planning import _InShape
+    from rackwise.workload.job import Job
+    from rackwise.workload.state import JobState
+
+    topology = uniform_cluster(4, 4, 2)
+    allocation = Allocation(topology)
+    taken: set[int] = set()
+    kept: dict[str, JobState] = {}
+    for i, gpus in enumerate(held):
+        gpus = [g for g in gpus if g not in taken]
+        if not gpus:
+            continue
+        taken.update(gpus)
+        state = JobState(Job(f"k{i}", 0.0, len(gpus), 10.0))
+        state.gpu_ids = tuple(gpus)
+        allocation.allocate(state.job_id, gpus)
+        kept[state.job_id] = state
+    placing = _InShape(TentativeAllocation(allocation), topology.gpu_node, [0] * topology.n_nodes, kept)
+    for n in asks:
+        made = placing._make_room(0, n, set())
+        if made is not None:
+            assert placing._room[made[0]] >= n
+        for node, states in placing._kept_on.items():
+            assert placing._kept_gpus[node] == sum(placing._gpus_on(s, node) for s in states)

@@ -548,9 +548,12 @@ class _InShape:
         for node, room in enumerate(self._room):
             self._by_room.setdefault(node_type[node], {}).setdefault(room, []).append(node)
         self._kept_on: dict[int, list[JobState]] = {}
+        self._kept_gpus: dict[int, int] = {}  # per node, the GPUs its kept jobs hold there
         for state in kept.values():
             for node in dict.fromkeys(map(gpu_node.__getitem__, state.gpu_ids)):
                 self._kept_on.setdefault(node, []).append(state)
+            for node in map(gpu_node.__getitem__, state.gpu_ids):
+                self._kept_gpus[node] = self._kept_gpus.get(node, 0) + 1
         self.evicted: list[JobState] = []
 
     def _change(self, node: int, by: int) -> None:
@@ -628,10 +631,10 @@ class _InShape:
         (that node, the jobs moved), or None if no node can have ``n`` free so.
         Only nodes holding kept jobs can gain room, so only those are looked at.
         """
-        room = self._room
-        candidates = [node for node, states in self._kept_on.items()
+        room, kept_gpus = self._room, self._kept_gpus
+        candidates = [node for node in self._kept_on
                       if self._node_type[node] == node_type and node not in used
-                      and room[node] + sum(self._gpus_on(s, node) for s in states) >= n]
+                      and room[node] + kept_gpus[node] >= n]
         if not candidates:
             return None
         node = min(candidates, key=lambda m: (-room[m], m))
@@ -642,6 +645,7 @@ class _InShape:
             for gpu in state.gpu_ids:
                 other = self._gpu_node[gpu]
                 self._change(other, 1)
+                kept_gpus[other] -= 1
                 if state in self._kept_on.get(other, ()):
                     self._kept_on[other].remove(state)
             moved.append(state)
