@@ -9,6 +9,7 @@ at t=1 and every expected time is shifted by 1 s.
 from __future__ import annotations
 
 from dataclasses import replace
+from types import MappingProxyType
 from unittest import mock
 
 import pytest
@@ -20,10 +21,12 @@ from rackwise.cluster.topology import uniform_cluster
 from rackwise.errors import InputError
 from rackwise.policies.consolidation import ConsolidateStrict, PhillyRelax
 from rackwise.policies.delay import Dally
-from rackwise.policies.parts.delay_scheduling import DelayScheduling
+from rackwise.policies.parts.delay_scheduling import DelayParameters, DelayScheduling, WaitState
 from rackwise.policies.parts.locality import placement_level
 from rackwise.policies.registry import make_policy
 from rackwise.sim.engine import Simulator
+from rackwise.workload.job import Job
+from rackwise.workload.state import JobState
 from strategies import clusters_and_workloads
 
 PAIR = uniform_cluster(2, gpus_per_node=8, nodes_per_rack=2)  # n0: GPUs 0-7, n1: 8-15
@@ -184,3 +187,18 @@ def test_a_waiting_job_the_cluster_drops_leaves_the_queue() -> None:
     starts = first or policy.schedule(view, 4.0).start
     assert [s.job_id for s in starts] == ["c"]
     assert set(policy.delay.waits) == set()
+
+
+@given(st.lists(st.booleans(), max_size=30), st.permutations(range(30)), st.integers(0, 3))
+def test_the_jobs_without_a_wait_are_found_wherever_they_are_in_the_queue(
+        waited: list[bool], order: list[int], n_gone: int) -> None:
+    """New jobs are looked for from the queue's end; any place in it, or waits whose jobs left
+    unannounced (a stale queue), give the same jobs as the set difference."""
+    delay = DelayScheduling(DelayParameters(), {"all": (30.0, 30.0)})
+    ids = [f"j{i:02d}" for i in order[:len(waited)]]
+    pending = MappingProxyType({job_id: JobState(Job(job_id, 0.0, 1, 10.0)) for job_id in ids})
+    waits = {job_id: WaitState(0, 0, 0.0, "all") for job_id, has in zip(ids, waited) if has}
+    gone = {f"gone{i}": WaitState(0, 0, 0.0, "all") for i in range(n_gone)}
+    delay._waits.update(waits | gone)
+    delay._stale = bool(gone)  # as a pass that met them would have noted
+    assert delay.unwaited(pending) == sorted(pending.keys() - waits.keys())

@@ -21,6 +21,7 @@ from rackwise.cluster.topology import uniform_cluster
 from rackwise.engine.view import ClusterView
 from rackwise.errors import InputError
 from rackwise.perf.base import IdealPerf
+from rackwise.policies.base import Decisions
 from rackwise.policies.delay import Dally
 from rackwise.policies.delay_tuner import TimerTuner, TimerUpdate, tune_timer
 from rackwise.policies.parts.locality import (
@@ -191,6 +192,22 @@ def test_reservation_flag(reserve_after_s: float | None) -> None:
     else:
         assert run.start("C") == (50.0, N1)
         assert run.start("D") == (100.0, (0, 1))
+
+
+@pytest.mark.parametrize("reserve_after_s", [None, 0.0])
+def test_gpus_held_for_a_waiting_job_are_not_left_free_for_moves(reserve_after_s: float | None) -> None:
+    """A and B leave one GPU free on each node; C (4 GPUs) waits for a node, and with
+    reservations holds n0's: what the pass leaves free for moving jobs excludes it."""
+    jobs = [job("A", 0, 3, 1000, LOW), job("B", 0, 3, 1000, LOW), job("C", 1, 4, 100, HIGH)]
+    policy = replace(Dally(autotune=False), reserve_after_s=reserve_after_s)
+    sim = Simulator(TOY, jobs, policy)
+    sim.start()
+    sim.step()
+    sim.step()
+    assert "C" in sim.pending
+    left = policy._left_free(sim.view, Decisions())
+    assert left.free_gpu_ids(1) == [7]
+    assert left.free_gpu_ids(0) == ([] if reserve_after_s is not None else [3])
 
 
 def test_timer_deadline_is_an_engine_event() -> None:

@@ -263,7 +263,7 @@ class Dally(DelayParameters, BasePolicy):
         epochs = tuner.n_epochs if tuner is not None else 0
         if self.break_even_:
             # classify new arrivals first, so their timers are already break-even ones
-            for job_id in sorted(view.pending.keys() - self.delay_.waits.keys()):
+            for job_id in self.delay_.unwaited(view.pending):
                 self.delay_.class_of(view, view.pending[job_id].job)
             if self.profile_moved_:
                 self.profile_moved_ = False
@@ -299,8 +299,8 @@ class Dally(DelayParameters, BasePolicy):
             free.give(view.running[job_id].gpu_ids)
         for start in decided.start:
             free.take(start.gpu_ids)
-        for wait in self.delay_.waits.values():
-            if wait.reserved is not None:
+        for wait in self.delay_.waits.values() if self.reserve_after_s is not None else ():
+            if wait.reserved is not None:  # set only by reservations
                 free.take([g for g in domain_gpu_ids(view.topology, wait.target, wait.reserved)
                            if free.is_free(g)])
         return free

@@ -22,7 +22,7 @@ from __future__ import annotations
 import heapq
 import math
 from bisect import bisect_left, insort
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Reversible, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
@@ -158,6 +158,25 @@ class DelayScheduling:
         """The jobs still waiting after the last pass, in the pass's order."""
         return [job_id for job_id in self._ordered(view, now) if job_id in self._waits]
 
+    def unwaited(self, pending: Mapping[str, JobState]) -> list[str]:
+        """The pending jobs without a wait (new arrivals, preempted jobs back), sorted by id.
+
+        They joined the queue last, so they are looked for from its end: as
+        many as the pending jobs outnumber the waits (kept for pending jobs
+        only), or all of them when a wait's job left unannounced.
+        """
+        waits = self._waits
+        n_new = len(pending) - len(waits)
+        if self._stale or n_new <= 0 or not isinstance(pending, Reversible):
+            return sorted(pending.keys() - waits.keys())
+        new: list[str] = []
+        for job_id in reversed(pending):
+            if job_id not in waits:
+                new.append(job_id)
+                if len(new) == n_new:
+                    break
+        return sorted(new)
+
     def started_outside(self, job_id: str) -> None:
         """A waiting job was started by the policy after the pass: drop its wait."""
         wait = self._waits.pop(job_id)
@@ -214,13 +233,13 @@ class DelayScheduling:
                 self._dequeue(job_id)
         elif len(waits) == len(pending):
             return  # waits are kept for pending jobs only (see on_completion): none lacks one
-        new = pending.keys() - waits.keys()
+        new = self.unwaited(pending)
         if not new:
             return
         target_of, class_of = self._target_of, self._class_of
         deadlines, only_class = self._deadlines, self._only_class
         keys, queue = self._fifo_key, self._queue
-        for job_id in sorted(new):
+        for job_id in new:
             state = pending[job_id]
             job = state.job
             key = keys.get(job_id)
