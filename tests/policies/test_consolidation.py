@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policies.delay_helpers import HIGH, LOW, Run, SpanPerf, job
+from policies.delay_helpers import HIGH, LOW, MED, Run, SpanPerf, job
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.errors import InputError
 from rackwise.policies.consolidation import ConsolidateStrict, PhillyRelax
@@ -189,6 +189,45 @@ def test_a_waiting_job_the_cluster_drops_leaves_the_queue() -> None:
     assert set(policy.delay.waits) == set()
 
 
+@pytest.mark.parametrize("n_new", [1, 2])
+def test_a_wide_waiting_job_dropped_unannounced_leaves_the_queue_though_no_pass_reads_it(
+        n_new: int) -> None:
+    """Half the node stays busy, so no pass reads the 8-GPU job; it goes unannounced as one
+    or two jobs too wide to start arrive, then one more. Each of them gets a wait, and once
+    waits outnumber pending jobs the dropped one is forgotten."""
+    import numpy as np
+
+    from rackwise.cluster.allocation import Allocation
+    from rackwise.engine.view import ClusterView
+    from rackwise.perf.base import IdealPerf
+
+    node = uniform_cluster(1, gpus_per_node=8, nodes_per_rack=1)
+    allocation = Allocation(node)
+    allocation.allocate("other", range(4))
+    wide = job("wide", 0, 8, 100)
+    pending = {"wide": JobState(wide)}
+    policy = ConsolidateStrict()
+    view = ClusterView(node, allocation, pending, {}, IdealPerf())
+    policy.reset(view, np.random.default_rng(0))
+    policy.on_arrival(wide, 1.0)
+    assert policy.schedule(view, 1.0).start == ()
+    assert set(policy.delay.waits) == {"wide"}
+    del pending["wide"]
+    arrivals = [job(f"new{i}", 2, 6, 100) for i in range(n_new)]
+    for arrival in arrivals:
+        pending[arrival.job_id] = JobState(arrival)
+        policy.on_arrival(arrival, 2.0)
+    assert policy.schedule(view, 2.0).start == ()
+    assert set(pending) <= set(policy.delay.waits)  # each arrival has its wait
+    later = job("later", 3, 6, 100)
+    pending["later"] = JobState(later)
+    policy.on_arrival(later, 3.0)
+    assert policy.schedule(view, 3.0).start == ()
+    assert set(pending) <= set(policy.delay.waits)
+    assert policy.schedule(view, 4.0).start == ()  # waits outnumber pending jobs: "wide" goes
+    assert set(policy.delay.waits) == set(pending)
+
+
 @given(st.lists(st.booleans(), max_size=30), st.permutations(range(30)), st.integers(0, 3))
 def test_the_jobs_without_a_wait_are_found_wherever_they_are_in_the_queue(
         waited: list[bool], order: list[int], n_gone: int) -> None:
@@ -202,3 +241,28 @@ def test_the_jobs_without_a_wait_are_found_wherever_they_are_in_the_queue(
     delay._waits.update(waits | gone)
     delay._stale = bool(gone)  # as a pass that met them would have noted
     assert delay.unwaited(pending) == sorted(pending.keys() - waits.keys())
+
+
+_POLICIES = (
+    PhillyRelax(timeout_s=30.0), PhillyRelax(timeout_s=0.0), ConsolidateStrict(),
+    Dally(), Dally(autotune=False, preempt=False), Dally(initial_timers="break-even", tune_every_s=600.0),
+    Dally(timer_med_s=(30.0, 60.0), timer_high_s=(120.0, 0.0), min_run_s=0.0, max_preemptions=5),
+    Dally(reconsolidate=True, own_penalty_timers=False, timer_high_s=(60.0, 60.0)),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_CONTENDED, st.lists(st.sampled_from([LOW, MED, HIGH]), min_size=30, max_size=30))
+def test_walking_the_buckets_decides_as_walking_the_queue(drawn, sensitivities) -> None:
+    """A FIFO pass reads only the jobs that may fit or whose timers ran out, from the buckets
+    of GPU count and level; every start, placement, preemption and finish is the same as a
+    pass over the whole queue, for each delay-scheduling policy."""
+    topology = uniform_cluster(4, gpus_per_node=4, nodes_per_rack=2)
+    jobs = [job(f"j{i}", submit, n_gpus, duration, sensitivities[i])
+            for i, (submit, n_gpus, duration) in enumerate(drawn)]
+    for policy in _POLICIES:
+        fast = Run(topology, jobs, replace(policy))
+        with mock.patch.object(DelayScheduling, "_indexed", return_value=False):
+            walked = Run(topology, jobs, replace(policy))
+        assert fast.records == walked.records
+        assert fast.placements == walked.placements

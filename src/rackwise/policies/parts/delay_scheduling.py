@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Iterable, Iterator, Mapping, Reversible, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
@@ -117,6 +117,10 @@ class DelayScheduling:
         self._fifo_key: dict[str, tuple[float, str]] = {}
         # The FIFO keys of the jobs with a wait, sorted: the queue's order without a sort per pass.
         self._queue: list[tuple[float, str]] = []
+        # The same keys by (GPU count, allowed level): a pass reaches the jobs that may act
+        # without reading those that cannot (`_indexed_order`).
+        self._buckets: dict[tuple[int, int], list[tuple[float, str]]] = {}
+        self._bucket_of: dict[str, tuple[int, int]] = {}
         self._stale = False  # a wait was found whose job left the queue unannounced
         self._deadlines: list[tuple[float, str]] = []  # a heap; entries go stale, see below
         self._target_of: dict[int, int] = {}  # target level per GPU count (one topology a run)
@@ -161,9 +165,10 @@ class DelayScheduling:
     def unwaited(self, pending: Mapping[str, JobState]) -> list[str]:
         """The pending jobs without a wait (new arrivals, preempted jobs back), sorted by id.
 
-        They joined the queue last, so they are looked for from its end: as
-        many as the pending jobs outnumber the waits (kept for pending jobs
-        only), or all of them when a wait's job left unannounced.
+        They joined the queue last, so they are looked for from its end, up to
+        a job with a wait and at least as many as the pending jobs outnumber
+        the waits (kept for pending jobs only); all of them when a wait's job
+        is known to have left unannounced.
         """
         waits = self._waits
         n_new = len(pending) - len(waits)
@@ -173,8 +178,8 @@ class DelayScheduling:
         for job_id in reversed(pending):
             if job_id not in waits:
                 new.append(job_id)
-                if len(new) == n_new:
-                    break
+            elif len(new) >= n_new:
+                break  # past every job queued since the last pass, and as many as are missing
         return sorted(new)
 
     def started_outside(self, job_id: str) -> None:
@@ -219,20 +224,44 @@ class DelayScheduling:
                 self._stale = True
 
     def _dequeue(self, job_id: str) -> None:
-        queue = self._queue
-        del queue[bisect_left(queue, self._fifo_key[job_id])]
+        queue, key = self._queue, self._fifo_key[job_id]
+        del queue[bisect_left(queue, key)]
+        bucket = self._buckets[self._bucket_of.pop(job_id)]
+        del bucket[bisect_left(bucket, key)]
+
+    def _file(self, job_id: str, n_gpus: int, level: int) -> None:
+        """Put the job's key in the bucket of its GPU count and allowed level."""
+        where = self._bucket_of[job_id] = (n_gpus, level)
+        bucket = self._buckets.get(where)
+        if bucket is None:
+            bucket = self._buckets[where] = []
+            self._buckets = dict(sorted(self._buckets.items()))  # by GPU count: a walk stops early
+        insort(bucket, self._fifo_key[job_id])
+
+    def _relax(self, job_id: str, wait: WaitState, now: float) -> None:
+        """Allow the job one level wider from now on; its reservation, if any, goes."""
+        key = self._fifo_key[job_id]
+        n_gpus, level = self._bucket_of[job_id]
+        bucket = self._buckets[n_gpus, level]
+        del bucket[bisect_left(bucket, key)]
+        wait.allowed += 1
+        wait.since = now
+        wait.reserved = None
+        self._file(job_id, n_gpus, wait.allowed)
 
     def _new_waits(self, view: ClusterView) -> None:
         """A wait for every pending job without one (a new arrival, or a preempted job back
         in the queue): it starts over at its target level."""
         pending, waits = view.pending, self._waits
-        if self._stale:
-            self._stale = False
-            for job_id in [job_id for job_id in waits if job_id not in pending]:
-                del waits[job_id]
-                self._dequeue(job_id)
-        elif len(waits) == len(pending):
-            return  # waits are kept for pending jobs only (see on_completion): none lacks one
+        # A wait whose job left the queue unannounced (an engine should report it as a
+        # completion) is noticed when a pass reads it, or when waits outnumber pending jobs.
+        if self._stale or len(waits) > len(pending):
+            self._forget_gone(pending)
+        elif len(waits) == len(pending) and (not isinstance(pending, Reversible)
+                                             or next(reversed(pending), None) in waits):
+            # Waits are kept for pending jobs only, and a job new since the last pass
+            # would be the last one: none lacks a wait.
+            return
         new = self.unwaited(pending)
         if not new:
             return
@@ -249,6 +278,7 @@ class DelayScheduling:
             target = target_of.get(job.n_gpus)
             if target is None:
                 target = target_of[job.n_gpus] = target_level(view.topology, job.n_gpus)
+            self._file(job_id, job.n_gpus, target)
             cls = class_of.get(job_id)
             if cls is None:
                 cls = class_of[job_id] = (self._classify(view, job) if self._classify is not None
@@ -259,6 +289,13 @@ class DelayScheduling:
                 wait.scale = self._scale(view, job, cls)
             if target < L2 and (deadline := since + self._limit(wait)) < math.inf:
                 heapq.heappush(deadlines, (deadline, job_id))
+
+    def _forget_gone(self, pending: Mapping[str, JobState]) -> None:
+        """Drop the waits of jobs that left the queue unannounced."""
+        self._stale = False
+        for job_id in [job_id for job_id in self._waits if job_id not in pending]:
+            del self._waits[job_id]
+            self._dequeue(job_id)
 
     def _limit(self, wait: WaitState) -> float:
         """Seconds the job may wait at its allowed level (below L2)."""
@@ -329,7 +366,9 @@ class DelayScheduling:
         started: list[str] = []  # leave the queue once the pass has read it
         earliest: float | None = None
         only_timers = self._expired_from_heap()
-        for job_id in self._ordered(view, now):
+        in_order = (self._indexed_order(pending, free, no_fit, now) if self._indexed()
+                    else self._ordered(view, now))
+        for job_id in in_order:
             wait = waits[job_id]
             if free.n_free == 0:  # only a job whose timer runs out now can do anything
                 if only_timers:
@@ -356,7 +395,7 @@ class DelayScheduling:
                         break
                 if tuner is not None:
                     tuner.note_relax(wait.cls, wait.allowed, n_gpus, now)
-                _relax(wait, now)
+                self._relax(job_id, wait, now)
                 relaxed = True
                 gpus = place(n_gpus, wait.allowed)
             if gpus is not None:
@@ -376,6 +415,8 @@ class DelayScheduling:
                 self._hold(free, wait, n_gpus)
         for job_id in started:
             self._dequeue(job_id)
+        if self._stale:
+            self._forget_gone(pending)
         if only_timers and free.n_free == 0:
             self._relax_expired(pending, now)
         starts.extend(restarts)
@@ -390,6 +431,70 @@ class DelayScheduling:
                 wake_at = min(wake_at, epoch_at)
         return Decisions(start=tuple(starts), preempt=tuple(victims),
                          wake_at=wake_at if wake_at < math.inf else None)
+
+    def _indexed(self) -> bool:
+        """Whether a pass may walk the buckets rather than the queue: the same jobs act in the same
+        order. Not under LAS, whose order changes as jobs run, nor with reservations, which act
+        on jobs that can neither start nor relax."""
+        return self._params.ordering == "fifo" and self._params.reserve_after_s is None
+
+    def _indexed_order(self, pending: Mapping[str, JobState], free: TentativeAllocation,
+                       no_fit: list[float], now: float) -> Iterator[str]:
+        """The jobs a FIFO pass acts on, in FIFO order, read from the buckets as the pass goes.
+
+        A job acts if its timer has run out (known from the timers' heap when
+        the pass begins) or if it may fit: its GPU count is at most the free
+        GPUs, and below the smallest count that failed at its level in this
+        pass (``no_fit``). Any other job would be passed over, so it is not
+        read. ``free`` and ``no_fit`` are read at each step, as the pass
+        changes them; a job it relaxes moves to a bucket it has passed.
+        """
+        expired = self._expired_keys(pending, now)
+        buckets = self._buckets
+        last: tuple[float, str] | None = None
+        next_expired = 0
+        while True:
+            n_free = free.n_free
+            best = None
+            for (n_gpus, level), bucket in buckets.items():
+                if n_gpus > n_free:
+                    break
+                if n_gpus >= no_fit[level] or not bucket:
+                    continue
+                i = 0 if last is None else bisect_right(bucket, last)
+                if i < len(bucket) and (best is None or bucket[i] < best):
+                    best = bucket[i]
+            while next_expired < len(expired) and last is not None and expired[next_expired] <= last:
+                next_expired += 1
+            if next_expired < len(expired) and (best is None or expired[next_expired] < best):
+                best = expired[next_expired]
+            if best is None:
+                return
+            last = best
+            job_id = best[1]
+            if job_id in pending:
+                yield job_id
+            else:  # it left the queue unannounced: `_new_waits` looks at every wait next time
+                self._stale = True
+
+    def _expired_keys(self, pending: Mapping[str, JobState], now: float) -> list[tuple[float, str]]:
+        """FIFO keys of the waiting jobs whose timer has run out by ``now``, sorted.
+
+        Read from the part of the timers' heap at or before ``now``: a heap
+        keeps every entry under its parent, so that part hangs together from the top.
+        """
+        heap, found = self._deadlines, []
+        stack = [0] if heap else []
+        while stack:
+            i = stack.pop()
+            deadline, job_id = heap[i]
+            if deadline > now:
+                continue
+            if self._is_current(deadline, job_id) and job_id in pending:
+                found.append(self._fifo_key[job_id])
+            stack.extend(c for c in (2 * i + 1, 2 * i + 2) if c < len(heap))
+        found.sort()
+        return found
 
     def _expired_from_heap(self) -> bool:
         """Whether a pass that runs out of GPUs may read the jobs whose timers ran out from the
@@ -417,7 +522,7 @@ class DelayScheduling:
         for job_id in sorted(expired, key=self._fifo_key.__getitem__):
             wait = self._waits[job_id]
             while wait.allowed < L2 and now >= wait.since + self._limit(wait):
-                _relax(wait, now)
+                self._relax(job_id, wait, now)
             self._push_deadline(job_id, wait)
 
     def _hold(self, free: TentativeAllocation, wait: WaitState, n_gpus: int) -> None:
@@ -431,9 +536,3 @@ class DelayScheduling:
         held = [g for g in domain_gpu_ids(topology, wait.target, wait.reserved) if free.is_free(g)]
         free.take(held)
 
-
-def _relax(wait: WaitState, now: float) -> None:
-    """Allow the job one level wider from now on; its reservation, if any, goes."""
-    wait.allowed += 1
-    wait.since = now
-    wait.reserved = None
