@@ -8,7 +8,7 @@ at t=1 and every expected time is shifted by 1 s.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from unittest import mock
 
@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from policies.delay_helpers import HIGH, LOW, MED, Run, SpanPerf, job
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.errors import InputError
+from rackwise.policies import delay
 from rackwise.policies.consolidation import ConsolidateStrict, PhillyRelax
 from rackwise.policies.delay import Dally
 from rackwise.policies.parts.delay_scheduling import DelayParameters, DelayScheduling, WaitState
@@ -255,14 +256,29 @@ _POLICIES = (
 @given(_CONTENDED, st.lists(st.sampled_from([LOW, MED, HIGH]), min_size=30, max_size=30))
 def test_walking_the_buckets_decides_as_walking_the_queue(drawn, sensitivities) -> None:
     """A FIFO pass reads only the jobs that may fit or whose timers ran out, from the buckets
-    of GPU count and level; every start, placement, preemption and finish is the same as a
-    pass over the whole queue, for each delay-scheduling policy."""
+    of GPU count and level, and dally's evictions reuse the clearings they worked out; every
+    start, placement, preemption and finish is the same as with a pass over the whole queue
+    and each clearing worked out anew, for each delay-scheduling policy."""
     topology = uniform_cluster(4, gpus_per_node=4, nodes_per_rack=2)
     jobs = [job(f"j{i}", submit, n_gpus, duration, sensitivities[i])
             for i, (submit, n_gpus, duration) in enumerate(drawn)]
     for policy in _POLICIES:
         fast = Run(topology, jobs, replace(policy))
-        with mock.patch.object(DelayScheduling, "_indexed", return_value=False):
+        with (mock.patch.object(DelayScheduling, "_indexed", return_value=False),
+              mock.patch.object(delay, "_Clearings", _NoClearings)):
             walked = Run(topology, jobs, replace(policy))
         assert fast.records == walked.records
         assert fast.placements == walked.placements
+
+
+class _Forgetful(dict):  # type: ignore[type-arg]
+    def __setitem__(self, key: object, value: object) -> None:
+        pass
+
+
+@dataclass
+class _NoClearings:
+    """`delay._Clearings` that remembers nothing: every eviction works its clearing out anew."""
+
+    holders: dict = field(default_factory=_Forgetful)  # type: ignore[type-arg]
+    best: dict = field(default_factory=_Forgetful)  # type: ignore[type-arg]

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
 import numpy as np
@@ -35,6 +35,7 @@ from rackwise.policies.parts.locality import (
     L0,
     L1,
     L2,
+    Cost,
     SigmaEstimator,
     best_placement,
     cheapest_clearing,
@@ -52,6 +53,15 @@ _TIMED = ("med", "high")  # classes whose timers wait; ``low`` never waits (dige
 # After a migration its old GPUs are free, but only the next pass can give them
 # to a waiting job: ask for that pass right away rather than at the next event.
 _REPASS_S = 1e-3
+
+
+@dataclass(slots=True)
+class _Clearings:
+    """Within one decision, what `Dally._evict` worked out for the same free GPUs and victims:
+    the running jobs each rank may evict, and the cheapest clearing per (rank, level, GPU count)."""
+
+    holders: dict[int, list[tuple[str, tuple[int, ...], Cost]]] = field(default_factory=dict)
+    best: dict[tuple[int, int, int], tuple[Cost, tuple[str, ...], int] | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,6 +328,7 @@ class Dally(DelayParameters, BasePolicy):
         victims: list[str] = list(decided.preempt)
         restarts: list[Start] = []
         starts: list[Start] = []
+        memo = _Clearings()
         for job_id in self.delay_.waiting_in_order(view, now):
             if free.n_free == 0:
                 break
@@ -325,9 +336,10 @@ class Dally(DelayParameters, BasePolicy):
             if wait.allowed >= L2:  # nothing to clear: any free GPUs would do
                 continue
             state = view.pending[job_id]
-            gpus = self._evict(view, free, state, wait, now, victims, restarts)
+            gpus = self._evict(view, free, state, wait, now, victims, restarts, memo)
             if gpus is None:
                 continue
+            memo = _Clearings()  # GPUs and victims changed
             free.take(gpus)
             starts.append(Start(job_id, gpus))
             self.delay_.started_outside(job_id)
@@ -388,18 +400,31 @@ class Dally(DelayParameters, BasePolicy):
 
     def _evict(self, view: ClusterView, free: TentativeAllocation, state: JobState,
                wait: WaitState, now: float, victims: list[str],
-               restarts: list[Start]) -> tuple[int, ...] | None:
-        """The engine's `Evict`: the cheapest less sensitive jobs to clear a slot at the allowed level."""
+               restarts: list[Start], memo: _Clearings | None = None) -> tuple[int, ...] | None:
+        """The engine's `Evict`: the cheapest less sensitive jobs to clear a slot at the allowed level.
+
+        ``memo``: clearings already worked out on these free GPUs and victims, kept by the caller
+        for as long as neither changes.
+        """
         rank = _RANK[wait.cls]
         if not (rank == 2 or (rank == 1 and self.preempt_med)):
             return None
         level, n_gpus = wait.allowed, state.job.n_gpus
-        holders = [
-            (job_id, other.gpu_ids, (len(other.gpu_ids) * view.perf.restart_overhead_s(other.job),
-                                     1, self.sigma_of_.get(job_id, 0.0)))
-            for job_id, other in sorted(view.running.items())
-            if job_id not in victims and self._may_evict(view, other, rank, now)]
-        best = cheapest_clearing(free, level, n_gpus, holders)
+        if memo is None:
+            memo = _Clearings()
+        key = (rank, level, n_gpus)
+        if key in memo.best:
+            best = memo.best[key]
+        else:
+            holders = memo.holders.get(rank)
+            if holders is None:
+                holders = memo.holders[rank] = [
+                    (job_id, other.gpu_ids,
+                     (len(other.gpu_ids) * view.perf.restart_overhead_s(other.job),
+                      1, self.sigma_of_.get(job_id, 0.0)))
+                    for job_id, other in sorted(view.running.items())
+                    if job_id not in victims and self._may_evict(view, other, rank, now)]
+            best = memo.best[key] = cheapest_clearing(free, level, n_gpus, holders)
         if best is None:
             return None
         if not self.preempt_payback:

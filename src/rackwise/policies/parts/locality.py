@@ -240,15 +240,38 @@ def cheapest_clearing(free: FreeGpus, level: int, n_gpus: int,
             per_domain[domain] = per_domain.get(domain, 0) + 1
         for domain, count in per_domain.items():
             held.setdefault(domain, []).append((cost, count, job_id))
-    best: tuple[Cost, tuple[str, ...], int] | None = None
-    for domain in sorted(held):
+    # Domains by a lower bound on their cover's GPU-seconds, so that once a cover is found,
+    # the domains that cannot beat it are passed over without their knapsack.
+    bounded = []
+    for domain, candidates in held.items():
         need = n_gpus - domain_free(free, level, domain)
         if need <= 0 or len(domain_gpu_ids(topology, level, domain)) < n_gpus:
             continue
+        bound = _least_lost(candidates, need)
+        if bound is not None:
+            bounded.append((bound, domain, need))
+    bounded.sort()
+    best: tuple[Cost, tuple[str, ...], int] | None = None
+    for bound, domain, need in bounded:
+        # (1 - 1e-9): the bound adds in another order, so its last bits may differ
+        if best is not None and bound * (1.0 - 1e-9) > best[0][0]:
+            break
         cover = cheapest_cover(held[domain], need)
-        if cover is not None and (best is None or cover < best[:2]):
+        if cover is not None and (best is None or (*cover, domain) < best):
             best = (cover[0], cover[1], domain)
     return best
+
+
+def _least_lost(candidates: list[tuple[Cost, int, str]], need: int) -> float | None:
+    """A lower bound on the GPU-seconds lost by any victim set freeing ``need`` GPUs (None: none
+    can): victims taken by least loss per GPU, the last in part (the fractional knapsack)."""
+    lost = 0.0
+    for cost, freed, _ in sorted(candidates, key=lambda c: c[0][0] / c[1]):
+        if freed >= need:
+            return lost + cost[0] * need / freed
+        lost += cost[0]
+        need -= freed
+    return None
 
 
 def cheapest_cover(candidates: list[tuple[Cost, int, str]],
@@ -260,10 +283,12 @@ def cheapest_cover(candidates: list[tuple[Cost, int, str]],
     order, then the victims' ids. A 0/1 knapsack over freed GPUs, capped at need.
     """
     best: dict[int, tuple[Cost, tuple[str, ...]]] = {0: ((0.0, 0, 0.0), ())}
-    for cost, freed, job_id in candidates:
+    for (lost, count, sigma), freed, job_id in candidates:
         for got, (total, ids) in list(best.items()):
             k = min(need, got + freed)
-            option = ((total[0] + cost[0], total[1] + cost[1], total[2] + cost[2]), (*ids, job_id))
-            if k not in best or option < best[k]:
-                best[k] = option
+            option = (total[0] + lost, total[1] + count, total[2] + sigma)
+            held = best.get(k)
+            # (cost, victims) compared as one tuple, the victims built only when they decide
+            if held is None or option < held[0] or (option == held[0] and (*ids, job_id) < held[1]):
+                best[k] = (option, (*ids, job_id))
     return best.get(need)
