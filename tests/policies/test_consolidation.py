@@ -22,6 +22,7 @@ from rackwise.errors import InputError
 from rackwise.policies import delay
 from rackwise.policies.consolidation import ConsolidateStrict, PhillyRelax
 from rackwise.policies.delay import Dally
+from rackwise.policies.parts import delay_scheduling
 from rackwise.policies.parts.delay_scheduling import DelayParameters, DelayScheduling, WaitState
 from rackwise.policies.parts.locality import placement_level
 from rackwise.policies.registry import make_policy
@@ -282,3 +283,34 @@ class _NoClearings:
 
     holders: dict = field(default_factory=_Forgetful)  # type: ignore[type-arg]
     best: dict = field(default_factory=_Forgetful)  # type: ignore[type-arg]
+
+
+_BURSTS = st.lists(st.tuples(st.sampled_from([0, 0, 0, 10, 40, 400]), st.sampled_from([1, 2, 3, 4, 6, 8]),
+                             st.integers(20, 3000), st.sampled_from([LOW, MED, HIGH])),
+                   min_size=10, max_size=60)
+
+
+@settings(max_examples=40, deadline=None)
+@given(_BURSTS, st.sampled_from([0, 8]))
+def test_the_buckets_hold_exactly_the_waiting_jobs_after_every_decision(drawn, one_by_one) -> None:
+    """Bursts of arrivals and of timers running out together, filed and moved one by one or
+    (``one_by_one`` 0) all at once: after each decision, each bucket holds, in FIFO order, the
+    waiting jobs of its GPU count and allowed level, and the queue all of them."""
+    topology = uniform_cluster(4, gpus_per_node=4, nodes_per_rack=2)
+    jobs = [job(f"j{i:02d}", submit, n_gpus, duration, sens)
+            for i, (submit, n_gpus, duration, sens) in enumerate(drawn)]
+
+    def check(sim: Simulator) -> None:
+        delay_state = sim.policy.delay
+        waits, keys = delay_state.waits, delay_state._fifo_key
+        expected: dict[tuple[int, int], list] = {}
+        for job_id, wait in waits.items():
+            n_gpus = (sim.pending.get(job_id) or sim.running[job_id]).job.n_gpus
+            expected.setdefault((n_gpus, wait.allowed), []).append(keys[job_id])
+        found = {where: bucket for where, bucket in delay_state._buckets.items() if bucket}
+        assert found == {where: sorted(bucket) for where, bucket in expected.items()}
+        assert delay_state._queue == sorted(keys[job_id] for job_id in waits)
+
+    with mock.patch.object(delay_scheduling, "_ONE_BY_ONE", one_by_one):
+        for policy in (PhillyRelax(timeout_s=30.0), Dally(timer_med_s=(30.0, 30.0), timer_high_s=(10.0, 40.0))):
+            Simulator(topology, jobs, replace(policy), observers=[check]).run()

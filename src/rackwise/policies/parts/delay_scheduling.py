@@ -42,6 +42,10 @@ from rackwise.policies.parts.locality import (
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState
 
+# Keys added to, or taken from, a sorted list one at a time up to this many; more at once
+# rebuild it (a sort, or a filter), which costs less than that many moves of its tail.
+_ONE_BY_ONE = 8
+
 
 @dataclass(kw_only=True)
 class DelayParameters:
@@ -121,6 +125,7 @@ class DelayScheduling:
         # without reading those that cannot (`_indexed_order`).
         self._buckets: dict[tuple[int, int], list[tuple[float, str]]] = {}
         self._bucket_of: dict[str, tuple[int, int]] = {}
+        self._relaxed: list[str] = []  # in this pass: their buckets follow at its end
         self._stale = False  # a wait was found whose job left the queue unannounced
         self._deadlines: list[tuple[float, str]] = []  # a heap; entries go stale, see below
         self._target_of: dict[int, int] = {}  # target level per GPU count (one topology a run)
@@ -229,25 +234,48 @@ class DelayScheduling:
         bucket = self._buckets[self._bucket_of.pop(job_id)]
         del bucket[bisect_left(bucket, key)]
 
-    def _file(self, job_id: str, n_gpus: int, level: int) -> None:
-        """Put the job's key in the bucket of its GPU count and allowed level."""
-        where = self._bucket_of[job_id] = (n_gpus, level)
+    def _bucket(self, where: tuple[int, int]) -> list[tuple[float, str]]:
         bucket = self._buckets.get(where)
         if bucket is None:
             bucket = self._buckets[where] = []
             self._buckets = dict(sorted(self._buckets.items()))  # by GPU count: a walk stops early
-        insort(bucket, self._fifo_key[job_id])
+        return bucket
 
     def _relax(self, job_id: str, wait: WaitState, now: float) -> None:
-        """Allow the job one level wider from now on; its reservation, if any, goes."""
-        key = self._fifo_key[job_id]
-        n_gpus, level = self._bucket_of[job_id]
-        bucket = self._buckets[n_gpus, level]
-        del bucket[bisect_left(bucket, key)]
+        """Allow the job one level wider from now on; its reservation, if any, goes.
+
+        Its bucket changes once the pass is over (`_refile_relaxed`): the pass
+        has read it already, and reads no job twice.
+        """
         wait.allowed += 1
         wait.since = now
         wait.reserved = None
-        self._file(job_id, n_gpus, wait.allowed)
+        self._relaxed.append(job_id)
+
+    def _refile_relaxed(self) -> None:
+        """Move the jobs this pass relaxed, and that still wait, to the bucket of their new level."""
+        gone: dict[tuple[int, int], set[tuple[float, str]]] = {}
+        added: dict[tuple[int, int], list[tuple[float, str]]] = {}
+        for job_id in self._relaxed:
+            wait = self._waits.get(job_id)
+            if wait is None:
+                continue
+            n_gpus, level = where = self._bucket_of[job_id]
+            if level != wait.allowed:
+                key = self._fifo_key[job_id]
+                moved_to = self._bucket_of[job_id] = (n_gpus, wait.allowed)
+                gone.setdefault(where, set()).add(key)
+                added.setdefault(moved_to, []).append(key)
+        self._relaxed.clear()
+        for where, keys in gone.items():
+            bucket = self._buckets[where]
+            if len(keys) <= _ONE_BY_ONE:
+                for key in keys:
+                    del bucket[bisect_left(bucket, key)]
+            else:
+                bucket[:] = [key for key in bucket if key not in keys]
+        for where, moved in added.items():
+            _merge(self._bucket(where), moved)
 
     def _new_waits(self, view: ClusterView) -> None:
         """A wait for every pending job without one (a new arrival, or a preempted job back
@@ -267,18 +295,19 @@ class DelayScheduling:
             return
         target_of, class_of = self._target_of, self._class_of
         deadlines, only_class = self._deadlines, self._only_class
-        keys, queue = self._fifo_key, self._queue
+        keys, bucket_of = self._fifo_key, self._bucket_of
+        filed: dict[tuple[int, int], list[tuple[float, str]]] = {}
         for job_id in new:
             state = pending[job_id]
             job = state.job
             key = keys.get(job_id)
             if key is None:  # a job the hooks never saw
                 key = keys[job_id] = (job.submit_time, job_id)
-            insort(queue, key)
             target = target_of.get(job.n_gpus)
             if target is None:
                 target = target_of[job.n_gpus] = target_level(view.topology, job.n_gpus)
-            self._file(job_id, job.n_gpus, target)
+            where = bucket_of[job_id] = (job.n_gpus, target)
+            filed.setdefault(where, []).append(key)
             cls = class_of.get(job_id)
             if cls is None:
                 cls = class_of[job_id] = (self._classify(view, job) if self._classify is not None
@@ -289,6 +318,9 @@ class DelayScheduling:
                 wait.scale = self._scale(view, job, cls)
             if target < L2 and (deadline := since + self._limit(wait)) < math.inf:
                 heapq.heappush(deadlines, (deadline, job_id))
+        _merge(self._queue, [key for added in filed.values() for key in added])
+        for where, added in filed.items():
+            _merge(self._bucket(where), added)
 
     def _forget_gone(self, pending: Mapping[str, JobState]) -> None:
         """Drop the waits of jobs that left the queue unannounced."""
@@ -419,6 +451,7 @@ class DelayScheduling:
             self._forget_gone(pending)
         if only_timers and free.n_free == 0:
             self._relax_expired(pending, now)
+        self._refile_relaxed()
         starts.extend(restarts)
         wake_at = self._earliest_deadline()
         if tuner is not None:
@@ -483,16 +516,24 @@ class DelayScheduling:
         Read from the part of the timers' heap at or before ``now``: a heap
         keeps every entry under its parent, so that part hangs together from the top.
         """
-        heap, found = self._deadlines, []
+        heap, waits, keys, found = self._deadlines, self._waits, self._fifo_key, []
+        size = len(heap)
         stack = [0] if heap else []
         while stack:
             i = stack.pop()
             deadline, job_id = heap[i]
             if deadline > now:
                 continue
-            if self._is_current(deadline, job_id) and job_id in pending:
-                found.append(self._fifo_key[job_id])
-            stack.extend(c for c in (2 * i + 1, 2 * i + 2) if c < len(heap))
+            # `_is_current`, inlined: the heap's early part can hold thousands of timers
+            wait = waits.get(job_id)
+            if (wait is not None and wait.allowed < L2 and wait.since + self._limit(wait) == deadline
+                    and job_id in pending):
+                found.append(keys[job_id])
+            child = 2 * i + 1
+            if child < size:
+                stack.append(child)
+                if child + 1 < size:
+                    stack.append(child + 1)
         found.sort()
         return found
 
@@ -536,3 +577,13 @@ class DelayScheduling:
         held = [g for g in domain_gpu_ids(topology, wait.target, wait.reserved) if free.is_free(g)]
         free.take(held)
 
+
+
+def _merge(keys: list[tuple[float, str]], added: list[tuple[float, str]]) -> None:
+    """Add ``added`` to the sorted ``keys``: one at a time, or all at once and sorted again."""
+    if len(added) <= _ONE_BY_ONE:
+        for key in added:
+            insort(keys, key)
+    else:  # one sort of the whole: a sorted run and the new keys, which Timsort merges
+        keys.extend(added)
+        keys.sort()
