@@ -5,7 +5,9 @@ A waiting job may only take a placement no looser than its *allowed level*
 tightest level its size can reach; each level has a timer, and when it runs
 out the job may relax one level. Jobs that cannot start are skipped, so
 later jobs may go ahead (no head-of-line blocking). Every timer is returned
-as ``wake_at``, so the engine calls back when it runs out.
+as ``wake_at``, so the engine calls back when it runs out. A FIFO pass reads
+the waiting jobs from buckets by GPU count and allowed level, so that it
+visits the jobs that may fit or whose timers ran out, not the whole queue.
 
 A policy holds one `DelayScheduling` and gives it the timers per class and,
 if it has them, a classifier, a way to evict for a job whose timer ran out,
@@ -576,7 +578,6 @@ class DelayScheduling:
             wait.reserved = min(fits, key=lambda d: (-domain_free(free, wait.target, d), d))
         held = [g for g in domain_gpu_ids(topology, wait.target, wait.reserved) if free.is_free(g)]
         free.take(held)
-
 
 
 def _merge(keys: list[tuple[float, str]], added: list[tuple[float, str]]) -> None:
