@@ -375,8 +375,10 @@ class DelayScheduling:
         if tuner is not None:
             tuner.observe(view, now)
             if tuner.due(now):
+                n_changes = len(tuner.log)
                 tuner.tune(now, self._timers, len(view.pending))
-                self._rebuild_deadlines()
+                if len(tuner.log) > n_changes:  # each moved timer is logged
+                    self._rebuild_deadlines()
         if not view.pending:
             return Decisions()
         self._new_waits(view)
