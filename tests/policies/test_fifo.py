@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.engine.hooks import notify
+from rackwise.metrics.records import JobRecord
 from rackwise.policies import fifo
 from rackwise.policies.fifo import Fifo, FifoBackfill
 from rackwise.sim.engine import Simulator, simulate
@@ -33,11 +34,10 @@ def _jobs(draw: st.DrawFn) -> list[Job]:
     return jobs
 
 
-def _starts(jobs: list[Job], long: float, short: float, monkeypatch: pytest.MonkeyPatch) -> dict[str, tuple]:
+def _starts(jobs: list[Job], long: float, short: float, monkeypatch: pytest.MonkeyPatch) -> list[JobRecord]:
     monkeypatch.setattr(fifo, "_LONG_QUEUE", long)
     monkeypatch.setattr(fifo, "_SHORT_QUEUE", short)
-    result = simulate(uniform_cluster(2, gpus_per_node=4), jobs, FifoBackfill(), seed=3)
-    return {r.job_id: (r.first_start, r.finish_time, r.n_nodes) for r in result.records}
+    return simulate(uniform_cluster(2, gpus_per_node=4), jobs, FifoBackfill(), seed=3).records
 
 
 @settings(max_examples=60, deadline=None)
