@@ -279,9 +279,9 @@ class DelayScheduling:
         for where, moved in added.items():
             _merge(self._bucket(where), moved)
 
-    def _new_waits(self, view: ClusterView) -> None:
+    def _new_waits(self, view: ClusterView) -> int:
         """A wait for every pending job without one (a new arrival, or a preempted job back
-        in the queue): it starts over at its target level."""
+        in the queue): it starts over at its target level. Returns how many there were."""
         pending, waits = view.pending, self._waits
         # A wait whose job left the queue unannounced (an engine should report it as a
         # completion) is noticed when a pass reads it, or when waits outnumber pending jobs.
@@ -291,10 +291,10 @@ class DelayScheduling:
                                              or next(reversed(pending), None) in waits):
             # Waits are kept for pending jobs only, and a job new since the last pass
             # would be the last one: none lacks a wait.
-            return
+            return 0
         new = self.unwaited(pending)
         if not new:
-            return
+            return 0
         target_of, class_of = self._target_of, self._class_of
         deadlines, only_class = self._deadlines, self._only_class
         keys, bucket_of = self._fifo_key, self._bucket_of
@@ -323,6 +323,7 @@ class DelayScheduling:
         _merge(self._queue, [key for added in filed.values() for key in added])
         for where, added in filed.items():
             _merge(self._bucket(where), added)
+        return len(new)
 
     def _forget_gone(self, pending: Mapping[str, JobState]) -> None:
         """Drop the waits of jobs that left the queue unannounced."""
@@ -381,7 +382,7 @@ class DelayScheduling:
                     self._rebuild_deadlines()
         if not view.pending:
             return Decisions()
-        self._new_waits(view)
+        n_new = self._new_waits(view)
         free = view.tentative()
         # no_fit[l]: smallest size known not to fit at level l (or tighter) in this pass
         no_fit = [math.inf, math.inf, math.inf]
@@ -402,8 +403,10 @@ class DelayScheduling:
         started: list[str] = []  # leave the queue once the pass has read it
         earliest: float | None = None
         only_timers = self._expired_from_heap()
-        in_order = (self._indexed_order(pending, free, no_fit, now) if self._indexed()
-                    else self._ordered(view, now))
+        # Most waits new (a fresh policy taking over a queue): their timers may have run out
+        # in numbers, and a walk of the queue reads them at less cost than the buckets.
+        in_order = (self._indexed_order(pending, free, no_fit, now)
+                    if self._indexed() and 2 * n_new <= len(waits) else self._ordered(view, now))
         for job_id in in_order:
             wait = waits[job_id]
             if free.n_free == 0:  # only a job whose timer runs out now can do anything
