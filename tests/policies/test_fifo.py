@@ -34,7 +34,7 @@ def _jobs(draw: st.DrawFn) -> list[Job]:
     return jobs
 
 
-def _starts(jobs: list[Job], long: float, short: float, monkeypatch: pytest.MonkeyPatch) -> list[JobRecord]:
+def _records(jobs: list[Job], long: float, short: float, monkeypatch: pytest.MonkeyPatch) -> list[JobRecord]:
     monkeypatch.setattr(fifo, "_LONG_QUEUE", long)
     monkeypatch.setattr(fifo, "_SHORT_QUEUE", short)
     return simulate(uniform_cluster(2, gpus_per_node=4), jobs, FifoBackfill(), seed=3).records
@@ -46,8 +46,8 @@ def test_the_index_starts_what_a_pass_over_the_queue_starts(
         jobs: list[Job], thresholds: tuple[int, int]) -> None:
     # monkeypatch by hand: hypothesis runs the body many times in one test
     with pytest.MonkeyPatch.context() as patch:
-        scanned = _starts(jobs, math.inf, math.inf, patch)
-        indexed = _starts(jobs, *thresholds, patch)
+        scanned = _records(jobs, math.inf, math.inf, patch)
+        indexed = _records(jobs, *thresholds, patch)
     assert indexed == scanned
 
 

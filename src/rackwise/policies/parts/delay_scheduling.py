@@ -523,7 +523,7 @@ class DelayScheduling:
         Read from the part of the timers' heap at or before ``now``: a heap
         keeps every entry under its parent, so that part hangs together from the top.
         """
-        heap, waits, keys, found = self._deadlines, self._waits, self._fifo_key, []
+        heap, keys, found = self._deadlines, self._fifo_key, []
         size = len(heap)
         stack = [0] if heap else []
         while stack:
@@ -531,10 +531,7 @@ class DelayScheduling:
             deadline, job_id = heap[i]
             if deadline > now:
                 continue
-            # `_is_current`, inlined: the heap's early part can hold thousands of timers
-            wait = waits.get(job_id)
-            if (wait is not None and wait.allowed < L2 and wait.since + self._limit(wait) == deadline
-                    and job_id in pending):
+            if self._is_current(deadline, job_id) and job_id in pending:
                 found.append(keys[job_id])
             child = 2 * i + 1
             if child < size:
