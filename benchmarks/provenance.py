@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import rackwise
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -21,7 +23,9 @@ def commit() -> str:
 
 
 def provenance() -> dict[str, object]:
-    """Command, commit, machine, CPUs and Python of this run, for one JSON line."""
+    """Command, commit, machine, CPUs, Python and rackwise build (`rackwise.is_compiled`) of this run,
+    for one JSON line."""
     return {"command": " ".join(["python", *sys.argv]), "commit": commit(),
             "machine": f"{platform.machine()} {platform.processor()}".strip(),
-            "cpus": os.cpu_count(), "python": platform.python_version()}
+            "cpus": os.cpu_count(), "python": platform.python_version(),
+            "build": "compiled" if rackwise.is_compiled() else "python"}

@@ -121,6 +121,12 @@ def test_readme_line_2_is_what_ci_runs() -> None:
     assert FIRST_BLOCK[1] in (ROOT / ".ci" / "run").read_text().splitlines()
 
 
+def test_readme_compiled_build_is_what_ci_builds() -> None:
+    compiled = [command for block in bash_blocks() for command in block if "RACKWISE_COMPILE=1" in command]
+    assert len(compiled) == 1
+    assert compiled[0] in (ROOT / ".ci" / "run").read_text().splitlines()
+
+
 @pytest.mark.parametrize("command", OFFLINE, ids=[" ".join(c.split()[1:3]) for c in OFFLINE])
 def test_readme_usage_command_runs_as_written(fresh: Checkout, command: str) -> None:
     result = fresh.run(command)

@@ -39,7 +39,15 @@ _EXPORTS = {
     "summarize": ("rackwise.metrics.summary", "summarize"),
 }
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = ["__version__", "is_compiled", *_EXPORTS]
+
+
+def is_compiled() -> bool:
+    """Whether this install runs the compiled build of the simulator's hot modules (``setup.py``)."""
+    from importlib.util import find_spec
+
+    spec = find_spec("rackwise.sim.engine")
+    return spec is not None and spec.origin is not None and not spec.origin.endswith(".py")
 
 
 def __getattr__(name: str) -> Any:

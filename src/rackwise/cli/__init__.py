@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from rackwise import is_compiled
 from rackwise.cli import compare, forecast, policies, report, reproduce, serve, simulate, sweep, traces, train
 
 app = typer.Typer(
@@ -39,7 +40,7 @@ def _print_version(requested: bool) -> None:
         number = version("rackwise")
     except PackageNotFoundError:  # run from a source tree that was never installed
         number = "unknown"
-    print(f"rackwise {number}")
+    print(f"rackwise {number}" + (" (compiled)" if is_compiled() else ""))
     raise typer.Exit()
 
 

@@ -18,6 +18,8 @@ from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator
 from typing import Protocol
 
+from mypy_extensions import mypyc_attr
+
 from rackwise.cluster.topology import Topology
 
 SLICES_PER_GPU = 1000
@@ -68,6 +70,7 @@ class FreeSlices(FreeGpus, Protocol):
         ...
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Allocation:
     """The live GPU ownership table of one cluster.
 
@@ -225,6 +228,7 @@ def _best_fit(rooms: Iterable[tuple[int, int]], slices: int) -> int | None:
 _BUCKET_TOUCHED_FROM = 32  # touched nodes beyond which an overlay buckets them by free count
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class TentativeAllocation:
     """An overlay on an `Allocation`: take and give back GPUs without changing it.
 

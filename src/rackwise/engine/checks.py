@@ -14,6 +14,8 @@ from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import NoReturn
 
+from mypy_extensions import mypyc_attr
+
 from rackwise.cluster.allocation import SLICED, SLICES_PER_GPU, slices_of
 from rackwise.engine.contract import Decisions, Start
 from rackwise.engine.view import ClusterView
@@ -22,6 +24,7 @@ from rackwise.errors import InvalidDecisionError
 ONLY_IN_SIMULATION = "runs only in the simulator (a real cluster gives a GPU to one job at a time)"
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class EngineSupport:
     """What an engine can carry out beyond plain starts and preemptions.
@@ -39,6 +42,7 @@ LIVE_CLUSTER = EngineSupport()
 _Reject = Callable[[str], NoReturn]
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(slots=True)
 class _Placed:
     gpu_ids: tuple[int, ...]
@@ -47,6 +51,7 @@ class _Placed:
     slices: int = 0  # of its one GPU, for a fractional job
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class _Replay:
     """The view as it would be after each decision so far (nothing in the view changes)."""
 

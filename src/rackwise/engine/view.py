@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from mypy_extensions import mypyc_attr
+
 from rackwise.cluster.allocation import Allocation, TentativeAllocation
 from rackwise.cluster.topology import Topology
 from rackwise.workload.state import JobState
@@ -23,6 +25,7 @@ if TYPE_CHECKING:
 _SERIALS = itertools.count()  # one number per view made in this process
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class ClusterView:
     """Read-only state of a cluster and its queue at one instant.
 

@@ -37,6 +37,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 from rackwise.cluster.topology import Topology
 from rackwise.errors import InputError
@@ -70,6 +71,7 @@ _MODEL, _GRADIENT_BYTES, _MODEL_BYTES, _SENSITIVITY, _TOTAL_ITERS = (
                                   "total_iters"))
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class NetworkPerf:
     """Performance model with network topology, congestion, heterogeneity and interference.
 

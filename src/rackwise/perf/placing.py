@@ -10,6 +10,8 @@ job (`JobState.copies`) gets one placement per copy.
 
 from __future__ import annotations
 
+from mypy_extensions import mypyc_attr
+
 from rackwise.cluster.topology import Topology
 from rackwise.perf.breakdown import INF
 from rackwise.perf.catalogue import CATALOGUE
@@ -29,6 +31,7 @@ from rackwise.workload.job import Job, Parallelism
 from rackwise.workload.state import JobState
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Placing:
     """Builds the placement record of a job on given GPUs of ``topology``.
 

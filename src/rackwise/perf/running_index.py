@@ -8,11 +8,14 @@ or bandwidth may have moved, so only those are re-rated.
 
 from __future__ import annotations
 
+from mypy_extensions import mypyc_attr
+
 from rackwise.perf.breakdown import INF
 from rackwise.perf.placed import Placed
 from rackwise.perf.views import Weights
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class RunningIndex:
     """Running placements by node and by crossed rack uplink, with their factors and shares."""
 

@@ -2,7 +2,7 @@
 
 rackwise's implementation of the published design; the papers' bodies were
 not available, so the algorithm is the digest's reconstruction and every
-open choice is a parameter (`parts.hadar_planning.HadarParameters`). Every
+open choice is a parameter (`parts.hadar_parameters.HadarParameters`). Every
 ``round_s`` seconds all active jobs are re-planned (§3.4b), one after the
 other: first the jobs that bound the total time (the longest remaining),
 then the rest by utility per GPU-slot, short jobs first (``order``). GPU
@@ -27,7 +27,8 @@ import numpy as np
 
 from rackwise.engine.view import ClusterView
 from rackwise.policies.base import BasePolicy, Capabilities, Decisions
-from rackwise.policies.parts.hadar_planning import HadarParameters, HadarPlanner
+from rackwise.policies.parts.hadar_parameters import HadarParameters
+from rackwise.policies.parts.hadar_planning import HadarPlanner
 from rackwise.workload.job import Job
 
 

@@ -36,11 +36,8 @@ from rackwise.policies.parts.forking import (
     model_bytes,
     widest_of_type,
 )
-from rackwise.policies.parts.hadar_planning import (
-    HadarParameters,
-    HadarPlanner,
-    Layout,
-)
+from rackwise.policies.parts.hadar_parameters import HadarParameters
+from rackwise.policies.parts.hadar_planning import HadarPlanner, Layout
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState
 

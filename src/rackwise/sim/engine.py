@@ -18,6 +18,7 @@ from operator import attrgetter
 from typing import Any
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 from rackwise.cluster.allocation import Allocation, slices_of
 from rackwise.cluster.topology import Topology
@@ -46,6 +47,7 @@ class SimulationStuckError(RackwiseError):
     """Jobs are left waiting but nothing will ever happen again."""
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class SimResult:
     """Everything a run produced: per-job records, the timeline, and what was run."""
@@ -71,6 +73,7 @@ class SimResult:
                 f"GPUs, seed {self.seed}, {self.n_steps:,} steps)")
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Simulator:
     """Runs one policy over one workload on one cluster.
 

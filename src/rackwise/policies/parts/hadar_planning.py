@@ -10,7 +10,7 @@ subroutine are `parts.primal_dual`'s.
 
 ``hadar`` holds one `HadarPlanner`; ``hadare`` holds one too and gives it
 ``add_copies``, which forks running jobs onto the nodes the plan left idle.
-Both take `HadarParameters`, a dataclass of fields only listed among each
+Both take `HadarParameters` (`parts.hadar_parameters`), a dataclass of fields only listed among each
 policy's bases, so the parameters are declared once and set flat
 (``-p round_s=600``) with no behaviour passing between policy modules.
 """
@@ -22,14 +22,14 @@ import heapq
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 from rackwise.cluster.allocation import TentativeAllocation
 from rackwise.engine.contract import Decisions, Start
 from rackwise.engine.view import ClusterView
-from rackwise.errors import InputError
+from rackwise.policies.parts.hadar_parameters import HadarParameters
 from rackwise.policies.parts.heterogeneity import (
     RoundClock,
     TypeThroughputs,
@@ -44,59 +44,11 @@ from rackwise.policies.parts.primal_dual import (
 )
 from rackwise.workload.state import JobState, Status
 
-
-@dataclass(kw_only=True)
-class HadarParameters:
-    """Hadar's parameters.
-
-    Args:
-        round_s: Slot length (the digest's default is Gavel's 360 s).
-        progress_model: ``bottleneck`` or ``additive`` rate of a mixed-type job.
-        spread_factor: Rate multiplier when a job spans more nodes than it must.
-        horizon_slots: Slots whose prices are tracked one by one; the last
-            stands for all later slots ([R]).
-        max_wait_slots: How many slots past its earliest possible finish a
-            plan may aim for (the temporal choice, [R]).
-        utility_gamma1, utility_gamma2, utility_gamma3_factor: The sigmoid
-            utility ``g1 / (1 + exp(g2 * (d - g3)))``, d in slots since
-            arrival, g3 = factor x the job's fewest possible slots.
-        order: Who is planned first. ``longest_then_density``: the jobs that
-            bound the total time (see ``longest_share``) in order of remaining
-            time, then the rest by ``utility_density``; ``utility_density``:
-            highest utility per GPU-slot first (short jobs first);
-            ``arrival``: oldest first.
-        backfill: Give GPUs no plan uses to waiting jobs, in planning order,
-            ignoring prices ([R]; on by default: a job needing a whole node
-            can be priced out even on an empty cluster, and would starve).
-        longest_share: Under ``longest_then_density``, a job goes first if
-            its remaining time on its fastest type is at least this share of
-            the longest such time among active jobs. The longest job bounds
-            the total time (it cannot finish before now plus that time), so
-            it takes the fastest GPUs before short jobs fill them; everything
-            else goes shortest first, for the average JCT ([R]).
-    """
-
-    round_s: float = 360.0
-    progress_model: Literal["bottleneck", "additive"] = "bottleneck"
-    spread_factor: float = 0.8
-    horizon_slots: int = 4
-    max_wait_slots: int = 2
-    utility_gamma1: float = 1.0
-    utility_gamma2: float = 1.0
-    utility_gamma3_factor: float = 1.5
-    order: Literal["longest_then_density", "utility_density", "arrival"] = "longest_then_density"
-    backfill: bool = True
-    longest_share: float = 0.95
-
-    def __post_init__(self) -> None:
-        if not 0.0 < self.longest_share <= 1.0:
-            raise InputError(f"must be in (0, 1], got {self.longest_share}", field="longest_share")
-
-
 Take = tuple[tuple[int, int], ...]  # (node id, GPUs) of one copy
 Layout = tuple[Take, ...]  # one take per copy
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class JobTypes:
     """Which GPU types a job can use, worked out once from its rates on each type.
@@ -140,6 +92,7 @@ _Planned = tuple[JobState, float, int, float, JobTypes]
 AddCopies = Callable[[ClusterView, list[JobState], dict[str, Layout]], None]
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class HadarPlanner:
     """One run of Hadar's rounds: per-type rates, the round clock and what follows from them.
 
@@ -529,6 +482,7 @@ class HadarPlanner:
         return layout
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class _InShape:
     """Places layouts on free GPUs in their shape: planned nodes with room, else others of their types.
 

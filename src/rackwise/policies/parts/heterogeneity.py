@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 from rackwise.cluster.allocation import FreeGpus, TentativeAllocation
 from rackwise.cluster.topology import Topology
@@ -60,6 +61,7 @@ def representative_gpus(topology: Topology, node_ids: Sequence[int],
     return None
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class TypeThroughputs:
     """Iterations per second of whole jobs on each GPU type, asked once per job and type.
 
@@ -123,6 +125,7 @@ class TypeThroughputs:
         self._cache.pop(job_id, None)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class TypePlacer:
     """Places jobs one after another on the free GPUs of one type each, over a tentative allocation.
 
@@ -189,6 +192,7 @@ class TypePlacer:
             self._total[gpu_type] += new - old
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class TypeMask:
     """A `FreeGpus` that sees only the given nodes (one GPU type's); others look full.
 
@@ -237,6 +241,7 @@ class TypeMask:
 _SUBMIT_ORDER = attrgetter("job.submit_time", "job_id")
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass
 class RoundClock:
     """Tracks a round-based policy's rounds between engine calls.

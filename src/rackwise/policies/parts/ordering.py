@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 from rackwise.cluster.allocation import FreeGpus, TentativeAllocation, slices_of
 from rackwise.engine.view import ClusterView
@@ -126,6 +127,7 @@ def insertion_point(keys: Sequence[tuple[object, ...]], key: tuple[object, ...])
     return len(keys) if not keys or keys[-1] < key else bisect_left(keys, key)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class RankedQueue:
     """Pending jobs sorted by a rank key, kept in one sorted list per GPU count.
 
@@ -187,6 +189,7 @@ class RankedQueue:
         return next(iter(self.buckets), None)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class _Cursor:
     """Walks a `RankedQueue` in rank order, among the jobs of at most ``limit`` GPUs."""
 

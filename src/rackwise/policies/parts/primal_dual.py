@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 
 def position_prices(lower: float, upper: float, capacity: int) -> np.ndarray:
@@ -41,6 +42,7 @@ def sigmoid_utility(slots: float, gamma1: float, gamma2: float, gamma3: float,
     return max(value, floor * gamma1)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class Option:
     """One way to hold GPUs in one slot: its priced cost, its progress, and GPUs per node."""
@@ -50,6 +52,7 @@ class Option:
     take: tuple[tuple[int, int], ...]  # (node id, GPUs)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class Plan:
     """The dual subroutine's answer: slot -> option (slots >= horizon-1 share the last row)."""
@@ -270,6 +273,7 @@ def _fill(fills: Sequence[Sequence[Option | None]], ordered: Sequence[list[Entry
     return rows, picked
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class _NodeClasses:
     """A book's nodes in classes of one group, capacity and price curve (ids ascending in each).
@@ -323,6 +327,7 @@ def _classes_by_key(node_keys: list[tuple[int, int, float]]) -> _NodeClasses:
                         members, group_classes, free)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class PriceBook:
     """Committed GPUs per node and slot over a short horizon, and their prices.
 

@@ -32,8 +32,10 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class SizeDistribution:
     """Weighted samples of a job's size (in the predictor's unit), smallest first.
 
@@ -179,6 +181,7 @@ class RankLine(NamedTuple):
         return self.intercept + self.slope * (self.end - attained)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class _Envelope:
     """The Gittins rank for attained service a between samples ``k - 1`` and ``k``.
 

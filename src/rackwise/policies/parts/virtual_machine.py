@@ -26,6 +26,8 @@ from collections.abc import Iterable
 from operator import itemgetter
 from typing import Any, TypeVar
 
+from mypy_extensions import mypyc_attr
+
 INF = float("inf")
 T = TypeVar("T")
 
@@ -38,6 +40,7 @@ _Entry = list[Any]
 OrderKey = tuple[float, float, int, str]
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class VirtualMachine:
     """Preemptive SRPT on one machine, in real time.
 

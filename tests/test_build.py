@@ -1,0 +1,37 @@
+"""The build this test run imports: plain Python, or the compiled build of ``setup.py``'s list.
+
+``RACKWISE_EXPECT_COMPILED=1`` (set by `.ci/run` for its compiled stage) says
+the install was built with ``RACKWISE_COMPILE=1``: then every module listed
+in ``setup.py`` must be an extension module. Without it, none may be.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from importlib.util import find_spec
+from pathlib import Path
+
+import rackwise
+
+SETUP = Path(__file__).resolve().parents[1] / "setup.py"
+
+
+def compiled_modules() -> list[str]:
+    """The module names ``setup.py`` compiles, read from its ``COMPILED`` list."""
+    for node in ast.parse(SETUP.read_text()).body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "COMPILED" for t in node.targets):
+            paths = ast.literal_eval(node.value)
+            return [p.removeprefix("src/").removesuffix(".py").replace("/", ".") for p in paths]
+    raise AssertionError("setup.py has no COMPILED list")
+
+
+def test_the_listed_modules_are_compiled_exactly_when_the_build_says_so() -> None:
+    expected = os.environ.get("RACKWISE_EXPECT_COMPILED") == "1"
+    modules = compiled_modules()
+    assert "rackwise.sim.engine" in modules  # `is_compiled` reads this one
+    for name in modules:
+        spec = find_spec(name)
+        assert spec is not None and spec.origin is not None, name
+        assert (not spec.origin.endswith(".py")) == expected, f"{name}: {spec.origin}"
+    assert rackwise.is_compiled() == expected
