@@ -51,6 +51,7 @@ from typing import Any
 from bench_policies import records_sha256, simulator_for
 from provenance import provenance
 
+import rackwise
 from rackwise.engine.contract import Decisions
 from rackwise.engine.view import ClusterView
 from rackwise.policies.parts import class_sizes, predicted_srpt, size_distribution
@@ -225,6 +226,9 @@ def main() -> None:
                         help="the variant whose stale class distributions wait this long")
     parser.add_argument("--no-counters", action="store_true", help="time the run alone")
     args = parser.parse_args()
+    if rackwise.is_compiled():
+        parser.error("its counters replace the policy's internals' methods, which the compiled build "
+                     "calls directly: run it on the plain-Python build")
     counts: Counter[str] = Counter()
     if args.km_on_finish:
         _stale_on_finish_only()

@@ -37,6 +37,8 @@ from typing import Any
 from bench_policies import SPEED_CLUSTERS, records_sha256, simulator_for
 from provenance import provenance
 
+import rackwise
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -44,6 +46,9 @@ def main() -> None:
     parser.add_argument("--first-n", type=int, default=10000)
     parser.add_argument("--policy", default="hadar", choices=["hadar", "hadare"])
     args = parser.parse_args()
+    if rackwise.is_compiled():
+        parser.error("its counters replace the planner' methods, which the compiled build "
+                     "calls directly: run it on the plain-Python build")
 
     from rackwise.policies.parts.hadar_planning import HadarPlanner
 

@@ -2,7 +2,7 @@
 
 rackwise's implementation of the published design (Luo, Liu, Lee, Shroff,
 arXiv 2501.05563); every choice the abstract leaves open is a named
-parameter (`parts.predicted_srpt.AsrptParameters`), explained in
+parameter (`parts.asrpt_parameters.AsrptParameters`), explained in
 docs/policies/asrpt.md. In short:
 
 1. each job is a graph of GPU workers and the bytes they exchange, placed
@@ -29,8 +29,8 @@ from rackwise.engine.view import ClusterView
 from rackwise.perf.graph_placement import GraphPlacement
 from rackwise.perf.job_graph import JobGraph
 from rackwise.policies.base import BasePolicy, Capabilities, Decisions
+from rackwise.policies.parts.asrpt_parameters import AsrptParameters
 from rackwise.policies.parts.predicted_srpt import (
-    AsrptParameters,
     PredictedSrpt,
     asrpt_placement,
     check_asrpt_parameters,

@@ -47,6 +47,7 @@ from rackwise.errors import InputError
 from rackwise.perf.graph_placement import GraphPlacement, placement_cost
 from rackwise.perf.job_graph import JobGraph
 from rackwise.policies.base import BasePolicy, Capabilities, Decisions
+from rackwise.policies.parts.asrpt_parameters import AsrptParameters
 from rackwise.policies.parts.forking import (
     ForkParameters,
     Tiers,
@@ -68,7 +69,6 @@ from rackwise.policies.parts.locality import (
     target_level,
 )
 from rackwise.policies.parts.predicted_srpt import (
-    AsrptParameters,
     PredictedSrpt,
     asrpt_placement,
     check_asrpt_parameters,

@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable, Hashable
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 from rackwise.policies.parts.size_distribution import SizeDistribution
 
@@ -40,6 +41,7 @@ def kaplan_meier(values: np.ndarray, finished: np.ndarray, *, beyond_factor: flo
     return SizeDistribution(sizes, weights, beyond_factor=beyond_factor)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class ClassSizes:
     """The last ``window`` jobs of each class, and their Kaplan-Meier size distribution.
 

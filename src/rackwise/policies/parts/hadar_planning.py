@@ -21,7 +21,8 @@ import bisect
 import heapq
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 from mypy_extensions import mypyc_attr
@@ -66,6 +67,10 @@ class JobTypes:
     at_least: tuple[tuple[int, ...], ...]
     fastest: tuple[int, ...]
     tiers: tuple[tuple[int, ...], ...]
+
+    def __reduce__(self) -> tuple[type[JobTypes], tuple[Any, ...]]:
+        # Rebuilt through the constructor: unpickling cannot set a frozen field of the compiled build.
+        return JobTypes, tuple(getattr(self, f.name) for f in fields(self))
 
     @classmethod
     def of(cls, rates: np.ndarray) -> JobTypes:

@@ -7,7 +7,7 @@ machine's order picks the jobs to start, backfill and preempt. A policy
 holds one `PredictedSrpt` and hands it a `Placer`; ``asrpt`` gives it the
 graph partitioner (`asrpt_placement`), ``combined`` its delay placement.
 
-The parameters are `AsrptParameters`, a dataclass of fields only that each
+The parameters are `AsrptParameters` (`parts.asrpt_parameters`), a dataclass of fields only that each
 such policy lists among its bases. Users set them flat on either policy
 (``-p epsilon=0.05``), so they must be fields of the policy itself, and a
 base of fields declares them once; it carries no methods, so no behaviour
@@ -20,13 +20,14 @@ import math
 import zlib
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from operator import attrgetter, itemgetter
 from statistics import median
-from typing import Literal, NamedTuple, Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 from rackwise.cluster.allocation import Allocation, TentativeAllocation
 from rackwise.engine.contract import Capabilities, Decisions, Start
@@ -39,6 +40,7 @@ from rackwise.perf.graph_placement import (
     placement_cost,
 )
 from rackwise.perf.job_graph import JobGraph, build_job_graph
+from rackwise.policies.parts.asrpt_parameters import AsrptParameters
 from rackwise.policies.parts.class_sizes import ClassSizes
 from rackwise.policies.parts.overrun_watch import OverrunWatch, iters_done_at
 from rackwise.policies.parts.placement import get_placement
@@ -58,90 +60,6 @@ from rackwise.workload.state import JobState, Status
 # distribution's rank, submit time and the number of jobs known when it was
 # predicted. The id, unique, settles any tie left.
 Key = tuple[float, float, int, str]
-
-
-@dataclass(kw_only=True)
-class AsrptParameters:
-    """A-SRPT's parameters (docs/policies/asrpt.md explains each choice).
-
-    Args:
-        predictor: "survival" (the Kaplan-Meier distribution of the sizes
-            of the last ``survival_window`` jobs of its class, virtual
-            cluster and GPU count, finished or not; `parts.class_sizes`),
-            "forest" (random forest, needs the ``ml`` extra), "median"
-            (cold-start rules only), "oracle" (true iterations) or
-            "class-oracle" (the median true size of the jobs of its class
-            that have arrived so far: the best any predictor can do from
-            what the shipped traces carry).
-        survival_window: Jobs per class the "survival" predictor counts.
-        survival_refresh: The "survival" predictor works a class's distribution
-            out again once arrivals and finishes in the class reach this share
-            of its jobs counted (at least one; 0: after each). A speed dial
-            for sweeps: 0.1 takes 0.64-0.76x the CPU time on the full traces
-            and moves the published ratios by up to 0.026 (docs/policies/asrpt.md).
-        gate: "arrival" (a job may run once it arrives) or "vm_completion"
-            (only once the virtual machine has finished it; never preempts).
-        preempt: Preempt running jobs the virtual machine ranks lower.
-        strict_order: No backfilling: a job that cannot start blocks later ones.
-        placement: "graph" (communication-aware partitioner) or any name in
-            ``parts.placement.PLACEMENTS`` (an ablation).
-        epsilon: A job displaces a running one only if its remaining virtual
-            time is below ``(1 - epsilon)`` of the victim's.
-        min_run_s: A job runs at least this long before it can be preempted.
-        tick_s: Re-plan at multiples of this while jobs wait (preempt on).
-        overrun_factor: A job that reaches its predicted iterations gets
-            ``ceil((1 + overrun_factor) * done)`` as its new prediction.
-        refit_every: Refit the forest after this many more finished jobs,
-        refit_growth: or this share of all finished jobs, if more.
-        min_train_rows: Finished jobs needed before the forest is used.
-        n_estimators: Trees in the forest.
-        train_window: Fit the forest on at most this many of the latest
-            finished jobs (fewer: cheaper fits, a shorter memory).
-        predict_target: "duration" learns run time on the job's ideal
-            placement (iterations x tau*), "iterations" learns iterations.
-        default_prediction: Prediction when nothing has finished yet, in
-            the target's unit (seconds or iterations).
-        repredict_waiting: After a refit, predict again for jobs not yet started.
-        use_history: Learn from the run's job log (jobs finished before it
-            began, when the run has one: ``history_jobs`` of the workload)
-            before the first arrival, as a live cluster's scheduler would.
-        kl_passes: Refinement passes of the graph partitioner.
-        oracle_error: With ``predictor="oracle"``, the spread of its errors: each
-            job's true iterations times ``exp(oracle_error * z)``, z a
-            standard normal drawn per job from the run's seed (0: exact).
-            A dial for how good predictions must be to pay off.
-        rank: What orders jobs: from the job's predicted size distribution
-            conditioned on the service it has attained (a lower bound on
-            its size), "gittins" its Gittins rank or "expected" its
-            expected remaining work; or "vm", the virtual machine's
-            remaining work on point predictions; the first two in the machine's
-            unit (g / G of a second on the ideal placement).
-            `parts.size_distribution` explains both.
-    """
-
-    predictor: Literal["forest", "median", "survival", "oracle", "class-oracle"] = "survival"
-    survival_window: int = 200
-    survival_refresh: float = 0.0
-    gate: Literal["arrival", "vm_completion"] = "arrival"
-    preempt: bool = True
-    strict_order: bool = False
-    placement: str = "graph"
-    epsilon: float = 0.1
-    min_run_s: float = 60.0
-    tick_s: float = 60.0
-    overrun_factor: float = 0.5
-    refit_every: int = 50
-    refit_growth: float = 0.1
-    min_train_rows: int = 20
-    n_estimators: int = 100
-    train_window: int = 5_000
-    predict_target: Literal["duration", "iterations"] = "duration"
-    default_prediction: float = 1_000.0
-    repredict_waiting: bool = True
-    use_history: bool = True
-    kl_passes: int = 10
-    oracle_error: float = 0.0
-    rank: Literal["vm", "gittins", "expected"] = "gittins"
 
 
 ORACLES = ("oracle", "class-oracle")  # predictors told true sizes
@@ -206,6 +124,7 @@ def asrpt_placement(free: Allocation | TentativeAllocation, job: Job, graph: Job
     return None if gpus is None else placement_cost(graph, gpus, free.topology)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class PredictedSrpt:
     """One run of A-SRPT's ordering: predictions, the virtual machine and their logs.
 

@@ -13,7 +13,7 @@ import heapq
 import math
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -288,6 +288,10 @@ class _NodeClasses:
     members: list[list[int]]  # per class
     group_classes: dict[int, list[int]]  # group -> its classes, ascending
     free: dict[int, int]  # group -> GPUs
+
+    def __reduce__(self) -> tuple[type[_NodeClasses], tuple[Any, ...]]:
+        # Rebuilt through the constructor: unpickling cannot set a frozen field of the compiled build.
+        return _NodeClasses, tuple(getattr(self, f.name) for f in fields(self))
 
 
 # Classes by (capacities, groups), for curves that are the same across each group:
