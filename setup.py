@@ -2,19 +2,22 @@
 
 Without it (the default) rackwise installs as plain Python. With it, the
 modules below become C extensions, the same code and the same results
-(the golden records tests hold for both builds), several times faster in
-the loops that dominate a simulation. Compiling needs ``mypy`` (pinned in
-the ``test`` extra) and a C compiler, and so a build without isolation:
+(the golden records tests hold for both builds), faster in the loops that
+dominate a simulation. Compiling type-checks the code, so
+it needs the dependencies and ``mypy`` (pinned in the ``test`` extra)
+installed first, a C compiler, and a build without isolation (the README's
+command; ``build/`` is cleared first, or a module dropped from the list
+would be installed from an earlier build):
 
-    pip install "mypy==2.4.1" "setuptools>=68"
-    RACKWISE_COMPILE=1 pip install --no-build-isolation .
+    pip install ".[test]" "setuptools>=68" && rm -rf build
+    RACKWISE_COMPILE=1 pip install --no-build-isolation --no-deps --force-reinstall .
 
 Every class of a listed module carries ``@mypyc_attr(serializable=True,
 allow_interpreted_subclasses=True)``: policies and simulators are pickled
 mid-run (forecasts, snapshots), and mypyc gives a serializable class a
-working constructor only when it is also open to subclasses. A module
-whose functions a benchmark replaces to count calls stays uncompiled, or
-the counts would read zero.
+working constructor only when it is also open to subclasses. Compiled code
+calls these modules' functions and methods directly, so the benchmarks and
+tests that count calls by replacing them run on the plain-Python build only.
 """
 
 import os
@@ -38,6 +41,7 @@ COMPILED = [
     "src/rackwise/policies/parts/size_distribution.py",
     "src/rackwise/policies/parts/virtual_machine.py",
     "src/rackwise/sim/engine.py",
+    "src/rackwise/workload/state.py",
 ]
 
 if os.environ.get("RACKWISE_COMPILE") == "1":

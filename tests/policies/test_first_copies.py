@@ -12,7 +12,7 @@ from rackwise.perf.base import IdealPerf
 from rackwise.policies.parts.first_copies import FirstCopiesView
 from rackwise.policies.parts.idle_copies import primary_view
 from rackwise.workload.job import Job
-from rackwise.workload.state import JobState, Status
+from rackwise.workload.state import STATE_FIELDS, JobState, Status
 
 # Nodes of unequal sizes, so that untouched nodes share buckets with touched ones.
 SIZES = (4, 2, 4, 3, 4, 2)
@@ -86,7 +86,7 @@ class _Engine:
 def _picture(view: ClusterView) -> tuple[object, ...]:
     """Everything a decision can read of a view."""
     allocation = view._allocation
-    states = [(job_id, [getattr(state, slot) for slot in JobState.__slots__])
+    states = [(job_id, [getattr(state, slot) for slot in STATE_FIELDS])
               for job_id, state in view.running.items()]
     return (allocation.owner, allocation.node_free, allocation.rack_free, allocation.n_free,
             [allocation.free_gpu_ids(node) for node in range(TOPOLOGY.n_nodes)],

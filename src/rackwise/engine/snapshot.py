@@ -25,14 +25,14 @@ from rackwise.cluster.allocation import SLICED, SLICES_PER_GPU, slices_of
 from rackwise.cluster.topology import Links, Node, Topology
 from rackwise.errors import InputError
 from rackwise.workload.job import Job, Parallelism
-from rackwise.workload.state import JobState, Status
+from rackwise.workload.state import STATE_FIELDS, JobState, Status
 
 FORMAT = "rackwise-snapshot/1"
 # Share of the duration error jobs have in common, where it was not measured
 # (files from before it was, backends): see `forecast.durations.error_correlation`.
 DEFAULT_ERROR_CORRELATION = 0.5
 HELD_PREFIX = "!"  # owners of GPUs no policy may use (a node down, a job not ours)
-_STATE_SLOTS = tuple(JobState.__slots__)
+_STATE_SLOTS = STATE_FIELDS
 # A state's `job_id` is its job's, kept beside it for speed: a file carries it in the job alone.
 _SAVED_SLOTS = tuple(slot for slot in _STATE_SLOTS if slot != "job_id")
 

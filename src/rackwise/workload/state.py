@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from mypy_extensions import mypyc_attr
+
 from rackwise.workload.job import Job
 
 
@@ -23,36 +25,41 @@ class Status(str, Enum):  # noqa: UP042 (StrEnum would change how a status print
     FINISHED = "finished"
 
 
+# Every attribute of a `JobState`: its slots, and what a copy carries (`engine.snapshot`).
+STATE_FIELDS = (
+    "attained_gpu_s",
+    "busy_until",
+    "comm_extra_s",
+    "comm_extra_s_per_iter",
+    "comm_s",
+    "comm_s_per_iter",
+    "copies",
+    "finish_time",
+    "first_start",
+    "gpu_ids",
+    "iters_done",
+    "job",
+    "job_id",
+    "last_update",
+    "n_nodes",
+    "n_preemptions",
+    "n_racks",
+    "overhead_s",
+    "partner",
+    "queued_since",
+    "rate_iters_per_s",
+    "run_start",
+    "run_time_s",
+    "status",
+    "version",
+)
+
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class JobState:
     """Run-time state of one job."""
 
-    __slots__ = (
-        "attained_gpu_s",
-        "busy_until",
-        "comm_extra_s",
-        "comm_extra_s_per_iter",
-        "comm_s",
-        "comm_s_per_iter",
-        "copies",
-        "finish_time",
-        "first_start",
-        "gpu_ids",
-        "iters_done",
-        "job",
-        "job_id",
-        "last_update",
-        "n_nodes",
-        "n_preemptions",
-        "n_racks",
-        "overhead_s",
-        "partner",
-        "queued_since",
-        "rate_iters_per_s",
-        "run_start",
-        "run_time_s",
-        "status",
-        "version",
-    )
+    __slots__ = STATE_FIELDS
 
     def __init__(self, job: Job) -> None:
         self.job = job
