@@ -18,7 +18,8 @@ import numpy as np
 
 from rackwise.engine.view import ClusterView
 from rackwise.policies.base import BasePolicy, Decisions
-from rackwise.policies.parts.delay_scheduling import DelayParameters, DelayScheduling
+from rackwise.policies.parts.delay_parameters import DelayParameters
+from rackwise.policies.parts.delay_scheduling import DelayScheduling
 from rackwise.workload.job import Job
 
 

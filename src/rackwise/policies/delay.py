@@ -30,7 +30,8 @@ from rackwise.cluster.allocation import TentativeAllocation
 from rackwise.engine.view import ClusterView
 from rackwise.policies.base import BasePolicy, Decisions, Start
 from rackwise.policies.delay_tuner import ClassProfile, TimerTuner, TimerUpdate, break_even_timer
-from rackwise.policies.parts.delay_scheduling import DelayParameters, DelayScheduling, WaitState
+from rackwise.policies.parts.delay_parameters import DelayParameters
+from rackwise.policies.parts.delay_scheduling import DelayScheduling, WaitState
 from rackwise.policies.parts.locality import (
     L0,
     L1,

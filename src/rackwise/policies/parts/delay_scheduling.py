@@ -26,12 +26,15 @@ import math
 from bisect import bisect_left, bisect_right, insort
 from collections.abc import Callable, Iterable, Iterator, Mapping, Reversible, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
+
+from mypy_extensions import mypyc_attr
 
 from rackwise.cluster.allocation import TentativeAllocation
 from rackwise.engine.contract import Decisions, Start
 from rackwise.engine.view import ClusterView
 from rackwise.policies.delay_tuner import TimerTuner
+from rackwise.policies.parts.delay_parameters import DelayParameters
 from rackwise.policies.parts.locality import (
     L0,
     L2,
@@ -49,21 +52,7 @@ from rackwise.workload.state import JobState
 _ONE_BY_ONE = 8
 
 
-@dataclass(kw_only=True)
-class DelayParameters:
-    """What every delay-scheduling policy takes.
-
-    Args:
-        ordering: ``"fifo"`` (submit time) or ``"las"`` (least attained service first).
-        reserve_after_s: Once a job has waited this long at its target level,
-            hold the node (or rack) with the most free GPUs for it; ``None``
-            never reserves. Whether to reserve is left open by the design.
-    """
-
-    ordering: Literal["fifo", "las"] = "fifo"
-    reserve_after_s: float | None = None
-
-
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(slots=True)
 class WaitState:
     """Delay state of one pending job."""
@@ -92,6 +81,7 @@ class Evict(Protocol):
 TimerScale = Callable[[ClusterView, Job, str], tuple[float, float]]
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class DelayScheduling:
     """One run of delay scheduling: each waiting job's level, its timers and their deadlines.
 

@@ -13,6 +13,8 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from mypy_extensions import mypyc_attr
+
 from rackwise.cluster.allocation import FreeGpus
 from rackwise.cluster.topology import Topology
 from rackwise.policies.parts.placement import fewest_nodes, gpus_from
@@ -175,6 +177,7 @@ def sensitivity(perf: PerfModel, job: Job, placements: tuple[GpuIds, GpuIds, Gpu
     return 0.0, sigma_rack, max(sigma_rack, rates[0] / rates[2] - 1.0)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class SigmaEstimator:
     """σ per job, cached per (model, GPU count, GPU type); run state of a policy.
 
