@@ -32,9 +32,8 @@ FORMAT = "rackwise-snapshot/1"
 # (files from before it was, backends): see `forecast.durations.error_correlation`.
 DEFAULT_ERROR_CORRELATION = 0.5
 HELD_PREFIX = "!"  # owners of GPUs no policy may use (a node down, a job not ours)
-_STATE_SLOTS = STATE_FIELDS
 # A state's `job_id` is its job's, kept beside it for speed: a file carries it in the job alone.
-_SAVED_SLOTS = tuple(slot for slot in _STATE_SLOTS if slot != "job_id")
+_SAVED_SLOTS = tuple(slot for slot in STATE_FIELDS if slot != "job_id")
 
 
 @dataclass(frozen=True)
@@ -119,7 +118,7 @@ class ClusterSnapshot:
 def copy_state(state: JobState) -> JobState:
     """A field-by-field copy of a job state (the job record itself is immutable)."""
     copy = JobState.__new__(JobState)
-    for slot in _STATE_SLOTS:
+    for slot in STATE_FIELDS:
         setattr(copy, slot, getattr(state, slot))
     return copy
 

@@ -10,9 +10,10 @@ subroutine are `parts.primal_dual`'s.
 
 ``hadar`` holds one `HadarPlanner`; ``hadare`` holds one too and gives it
 ``add_copies``, which forks running jobs onto the nodes the plan left idle.
-Both take `HadarParameters` (`parts.hadar_parameters`), a dataclass of fields only listed among each
-policy's bases, so the parameters are declared once and set flat
-(``-p round_s=600``) with no behaviour passing between policy modules.
+Both take `HadarParameters` (`parts.hadar_parameters`), a dataclass of
+fields only listed among each policy's bases, so the parameters are
+declared once and set flat (``-p round_s=600``) with no behaviour passing
+between policy modules.
 """
 
 from __future__ import annotations

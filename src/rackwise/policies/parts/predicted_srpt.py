@@ -7,11 +7,12 @@ machine's order picks the jobs to start, backfill and preempt. A policy
 holds one `PredictedSrpt` and hands it a `Placer`; ``asrpt`` gives it the
 graph partitioner (`asrpt_placement`), ``combined`` its delay placement.
 
-The parameters are `AsrptParameters` (`parts.asrpt_parameters`), a dataclass of fields only that each
-such policy lists among its bases. Users set them flat on either policy
-(``-p epsilon=0.05``), so they must be fields of the policy itself, and a
-base of fields declares them once; it carries no methods, so no behaviour
-passes between policy modules through it.
+The parameters are `AsrptParameters` (`parts.asrpt_parameters`), a
+dataclass of fields only that each such policy lists among its bases.
+Users set them flat on either policy (``-p epsilon=0.05``), so they must
+be fields of the policy itself, and a base of fields declares them once;
+it carries no methods, so no behaviour passes between policy modules
+through it.
 """
 
 from __future__ import annotations
