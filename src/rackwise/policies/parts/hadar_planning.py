@@ -123,7 +123,8 @@ class HadarPlanner:
         self._types: dict[str, JobTypes] = {}
         # A running job's layout, with the GPUs and copies it was read from: kept while they stay.
         self._current: dict[str, tuple[tuple[tuple[int, ...], int], Layout]] = {}
-        self._utilities: dict[tuple[int, float], float] = {}  # (slots, gamma3) -> utility: see `_f`
+        self._utilities: dict[float, dict[int, float]] = {}  # gamma3 -> slots -> utility: see `_f`
+        self._n_utilities = 0
         self._shapes: dict[Layout, tuple[tuple[tuple[int, int], ...], ...]] = {}  # see `_shape`
         self._constants: dict[str, tuple[JobTypes, float]] = {}  # see `_job_constants`
         self._used = PriceBook.flat(self._capacities, groups=self._node_type)  # see `used_book`
@@ -200,7 +201,7 @@ class HadarPlanner:
         # The price curve's ends: half the lowest spread density, and each type's highest density.
         lowest = math.inf
         upper: list[float | None] = [None] * len(self._rates.types)
-        constants, known_f, f = self._constants, self._utilities, self._f
+        constants, utility_row, f = self._constants, self._utility_row, self._f
         for state in active:
             known = constants.get(state.job_id)
             if known is None:
@@ -208,6 +209,7 @@ class HadarPlanner:
             types, gamma3 = known
             if not types.usable:
                 continue
+            known_f = utility_row(gamma3)
             remaining = state.remaining_iters(now)
             elapsed = int((now - state.job.submit_time) // delta)
             jobs.append((state, remaining, elapsed, gamma3, types))
@@ -216,7 +218,7 @@ class HadarPlanner:
                 rate = types.rates[r]
                 # `_f`, its memory read here first: this runs twice per job and type, every round.
                 d = max(1, math.ceil(remaining / (delta * rate)))
-                utility = known_f.get((elapsed + d, gamma3))
+                utility = known_f.get(elapsed + d)
                 density = (f(elapsed + d, gamma3) if utility is None else utility) / (n_gpus * d)
                 highest = upper[r]
                 if highest is None or density > highest:
@@ -224,7 +226,7 @@ class HadarPlanner:
                 # The floor assumes the spread penalty too, so a job that must span
                 # nodes (or types) is still admitted into an empty cluster.
                 d_spread = max(1, math.ceil(remaining / (delta * rate * spread)))
-                utility = known_f.get((elapsed + d_spread, gamma3))
+                utility = known_f.get(elapsed + d_spread)
                 f_spread = (f(elapsed + d_spread, gamma3) if utility is None else utility) / (n_gpus * d_spread)
                 if f_spread < lowest:
                     lowest = f_spread
@@ -297,21 +299,36 @@ class HadarPlanner:
         Remembered: a job running at full speed finishes in the same slot round
         after round, and every round asks again.
         """
-        key = (slots, gamma3)
-        value = self._utilities.get(key)
+        row = self._utility_row(gamma3)
+        value = row.get(slots)
         if value is None:
-            if len(self._utilities) >= _UTILITIES_KEPT:
+            if self._n_utilities >= _UTILITIES_KEPT:
                 self._utilities.clear()
-            value = self._utilities[key] = sigmoid_utility(
+                self._n_utilities = 0
+                row = self._utility_row(gamma3)
+            value = row[slots] = sigmoid_utility(
                 slots, self._params.utility_gamma1, self._params.utility_gamma2, gamma3)
+            self._n_utilities += 1
         return value
+
+    def _utility_row(self, gamma3: float) -> dict[int, float]:
+        """The utilities `_f` remembers for the knee ``gamma3``, by slots.
+
+        Read directly where utilities are asked most (twice per job and type
+        every round): an int key costs less than a (slots, knee) one. A row
+        read before `_f` forgets everything only misses from then on.
+        """
+        row = self._utilities.get(gamma3)
+        if row is None:
+            row = self._utilities[gamma3] = {}
+        return row
 
     def _finish_utility(self, elapsed: int, gamma3: float) -> Callable[[int], float]:
         """The utility of finishing in slot t of this round's plan (slot 0 is now), as a function of t."""
-        known, f = self._utilities, self._f
+        known, f = self._utility_row(gamma3), self._f
 
         def utility(t: int) -> float:
-            value = known.get((elapsed + t + 1, gamma3))
+            value = known.get(elapsed + t + 1)
             return value if value is not None else f(elapsed + t + 1, gamma3)
 
         return utility

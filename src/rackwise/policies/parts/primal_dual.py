@@ -42,8 +42,11 @@ def sigmoid_utility(slots: float, gamma1: float, gamma2: float, gamma3: float,
     return max(value, floor * gamma1)
 
 
+# Options and plans are made by the million and read-only by convention, not frozen: the
+# __init__ a dataclass generates stays Python in the compiled build, and a frozen one sets
+# every field through object.__setattr__. Their own __init__ compiles.
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
-@dataclass(frozen=True, slots=True)
+@dataclass(init=False, slots=True)
 class Option:
     """One way to hold GPUs in one slot: its priced cost, its progress, and GPUs per node."""
 
@@ -51,9 +54,14 @@ class Option:
     progress: float
     take: tuple[tuple[int, int], ...]  # (node id, GPUs)
 
+    def __init__(self, cost: float, progress: float, take: tuple[tuple[int, int], ...]) -> None:
+        self.cost = cost
+        self.progress = progress
+        self.take = take
+
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
-@dataclass(frozen=True, slots=True)
+@dataclass(init=False, slots=True)
 class Plan:
     """The dual subroutine's answer: slot -> option (slots >= horizon-1 share the last row)."""
 
@@ -61,6 +69,13 @@ class Plan:
     finish_slot: int
     slots: tuple[tuple[int, Option], ...]
     tail_slots: int  # how many slots past the explicit horizon it uses
+
+    def __init__(self, payoff: float, finish_slot: int, slots: tuple[tuple[int, Option], ...],
+                 tail_slots: int) -> None:
+        self.payoff = payoff
+        self.finish_slot = finish_slot
+        self.slots = slots
+        self.tail_slots = tail_slots
 
 
 Entry = tuple[float, float, int]  # (cost per progress, -progress, slot): the greedy's order
