@@ -33,6 +33,7 @@ COMPILED = [
     "src/rackwise/perf/running_index.py",
     "src/rackwise/policies/parts/class_sizes.py",
     "src/rackwise/policies/parts/delay_scheduling.py",
+    "src/rackwise/policies/parts/forking.py",
     "src/rackwise/policies/parts/hadar_planning.py",
     "src/rackwise/policies/parts/heterogeneity.py",
     "src/rackwise/policies/parts/locality.py",

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from rackwise.policies.parts.forking import Forkable, ForkParameters, add_copies
+from rackwise.policies.parts.fork_parameters import ForkParameters
+from rackwise.policies.parts.forking import Forkable, add_copies
 from rackwise.policies.parts.primal_dual import PriceBook
 
 

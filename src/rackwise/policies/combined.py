@@ -48,12 +48,8 @@ from rackwise.perf.graph_placement import GraphPlacement, placement_cost
 from rackwise.perf.job_graph import JobGraph
 from rackwise.policies.base import BasePolicy, Capabilities, Decisions
 from rackwise.policies.parts.asrpt_parameters import AsrptParameters
-from rackwise.policies.parts.forking import (
-    ForkParameters,
-    Tiers,
-    check_fork_parameters,
-    fork_overhead_frac,
-)
+from rackwise.policies.parts.fork_parameters import ForkParameters, check_fork_parameters
+from rackwise.policies.parts.forking import Tiers, fork_overhead_frac
 from rackwise.policies.parts.hadar_planning import JobTypes
 from rackwise.policies.parts.heterogeneity import (
     TypeMask,
@@ -88,7 +84,7 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
     ``preempt``, ``epsilon``, ``min_run_s``, ``tick_s``, ...);
     ``placement="delay"`` is this policy's placement, and any other value
     falls back to A-SRPT's (an ablation). The forking parameters are
-    HadarE's (`parts.forking.ForkParameters`: ``copy_efficiency``,
+    HadarE's (`parts.fork_parameters.ForkParameters`: ``copy_efficiency``,
     ``max_copies``, ``sync_bandwidth_gbps``, ``restart_s``, ...).
 
     Args:

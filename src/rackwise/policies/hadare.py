@@ -25,12 +25,11 @@ import numpy as np
 
 from rackwise.engine.view import ClusterView
 from rackwise.policies.base import BasePolicy, Capabilities, Decisions
+from rackwise.policies.parts.fork_parameters import ForkParameters, check_fork_parameters
 from rackwise.policies.parts.forking import (
     MODEL_BYTES,
     Forkable,
-    ForkParameters,
     add_copies,
-    check_fork_parameters,
     fork_overhead_frac,
     merge_models,
     model_bytes,
@@ -49,7 +48,7 @@ class HadarE(ForkParameters, HadarParameters, BasePolicy):
     """Hadar with forking: extra copies of running jobs fill nodes left idle.
 
     Takes all of Hadar's parameters (`HadarParameters`) and the forking
-    ones (`parts.forking.ForkParameters`: ``max_copies``,
+    ones (`parts.fork_parameters.ForkParameters`: ``max_copies``,
     ``sync_bandwidth_gbps``, ``restart_s``, ``default_model_bytes``,
     ``copy_efficiency``, ``wide_copies``); copies are averaged every ``round_s``.
     """

@@ -8,9 +8,9 @@ of each extra copy's, less the share of each round spent averaging
 (`fork_overhead_frac`; see `rackwise.perf.base.forked_rate`).
 
 ``hadare`` forks after Hadar's plan, ``combined`` after A-SRPT's order and
-its own placement; both take `ForkParameters` (fields only, listed among
-each policy's bases, so they are set flat: ``-p copy_efficiency=1``) and
-place copies with `add_copies`.
+its own placement; both take `ForkParameters` (`parts.fork_parameters`:
+fields only, listed among each policy's bases, so they are set flat:
+``-p copy_efficiency=1``) and place copies with `add_copies`.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
-from rackwise.errors import InputError
+from rackwise.policies.parts.fork_parameters import ForkParameters
 from rackwise.policies.parts.hadar_planning import Layout, Take
 from rackwise.policies.parts.primal_dual import PriceBook
 from rackwise.workload.job import Job
@@ -31,41 +32,6 @@ Tiers = tuple[tuple[int, ...], ...]  # a job's usable GPU types grouped by equal
 MODEL_BYTES: dict[str, float] = {
     "resnet-50": 100e6, "resnet-18": 45e6, "transformer": 200e6, "lm": 100e6, "lstm": 100e6,
 }
-
-
-@dataclass(kw_only=True)
-class ForkParameters:
-    """How jobs fork (HadarE's parameters; the digest's values by default).
-
-    Args:
-        max_copies: Most copies of one job (None: the number of nodes).
-        sync_bandwidth_gbps: Bandwidth for averaging copies (digest: 10).
-        restart_s: Seconds each sync costs beyond the transfer (digest: 10).
-        default_model_bytes: Model size when neither job nor table knows it.
-        copy_efficiency: Progress an extra copy adds, as a share of its own
-            rate. Averaging the models of copies that each saw part of the
-            samples is worth less than one model that saw them all, and how
-            much less is not public for HadarE (its abstract reports no loss
-            of model quality); 0.8 is the sensitivity value of
-            shared/papers/hadar.md §3.7, and 1 is the abstract's reading.
-        wide_copies: Let a job wider than any node of its types fork too: its
-            copy takes the fewest nodes of one type that no other copy of it
-            uses ([R]; the digest confines a copy to one node, which such a
-            job never fits, so it would never fork).
-    """
-
-    max_copies: int | None = None
-    sync_bandwidth_gbps: float = 10.0
-    restart_s: float = 10.0
-    default_model_bytes: float = 100e6
-    copy_efficiency: float = 0.8
-    wide_copies: bool = True
-
-
-def check_fork_parameters(params: ForkParameters) -> None:
-    """Refuse parameters outside their range, naming the field."""
-    if not 0.0 <= params.copy_efficiency <= 1.0:
-        raise InputError(f"must be in [0, 1], got {params.copy_efficiency}", field="copy_efficiency")
 
 
 def model_bytes(job: Job, default_bytes: float) -> float:
@@ -108,7 +74,8 @@ def widest_of_type(node_gpus: Sequence[int], node_type: Sequence[int]) -> dict[i
     return widest
 
 
-@dataclass(frozen=True, slots=True)
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+@dataclass(init=False, slots=True)
 class Forkable:
     """A job that may take copies: its id, GPU count, usable types (`Tiers`), and whether a copy may spread.
 
@@ -121,7 +88,14 @@ class Forkable:
     job_id: str
     n_gpus: int
     tiers: Tiers
-    spread: bool = False
+    spread: bool
+
+    def __init__(self, job_id: str, n_gpus: int, tiers: Tiers, spread: bool = False) -> None:
+        # Made for every running job each round: an __init__ of its own compiles (see `Option`).
+        self.job_id = job_id
+        self.n_gpus = n_gpus
+        self.tiers = tiers
+        self.spread = spread
 
 
 def add_copies(book: PriceBook, jobs: Sequence[Forkable], layouts: dict[str, Layout],

@@ -29,13 +29,8 @@ from rackwise.cluster.allocation import Allocation, TentativeAllocation
 from rackwise.engine.contract import Decisions, Start
 from rackwise.engine.view import ClusterView
 from rackwise.policies.parts.first_copies import FirstCopiesView
-from rackwise.policies.parts.forking import (
-    Forkable,
-    ForkParameters,
-    Tiers,
-    add_copies,
-    widest_of_type,
-)
+from rackwise.policies.parts.fork_parameters import ForkParameters
+from rackwise.policies.parts.forking import Forkable, Tiers, add_copies, widest_of_type
 from rackwise.policies.parts.hadar_planning import Layout
 from rackwise.policies.parts.primal_dual import PriceBook
 from rackwise.workload.state import JobState, Status
