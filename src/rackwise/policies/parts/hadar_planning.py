@@ -118,7 +118,7 @@ class HadarPlanner:
         self._node_type = [types.index(n.gpu_type) for n in view.topology.nodes]
         self._capacities = [n.n_gpus for n in view.topology.nodes]
         self._type_nodes = [self._rates.nodes[t] for t in types]
-        self._min_nodes_of: dict[tuple[int, int], int] = {}
+        self._min_nodes_of: list[dict[int, int]] = [{} for _ in types]  # [type][GPUs]: see `_min_nodes`
         self._d_min: dict[str, int] = {}
         self._types: dict[str, JobTypes] = {}
         # A running job's layout, with the GPUs and copies it was read from: kept while they stay.
@@ -259,19 +259,19 @@ class HadarPlanner:
         if order == "arrival":
             return jobs
 
-        def density(j: _Planned) -> float:
-            state, _, elapsed, gamma3, _ = j
-            return self._f(elapsed + 1, gamma3) / (state.job.n_gpus * self._d_min[state.job_id])
-
+        # Highest utility density first; sorting indices by a list's items calls no Python key.
+        f, d_min = self._f, self._d_min
+        by_density = [-(f(elapsed + 1, gamma3) / (state.job.n_gpus * d_min[state.job_id]))
+                      for state, _, elapsed, gamma3, _ in jobs]
         if order == "utility_density":
-            return sorted(jobs, key=lambda j: -density(j))
+            return [jobs[i] for i in sorted(range(len(jobs)), key=by_density.__getitem__)]
         # Remaining time on the fastest usable type, in seconds (a lower bound on the finish).
         left = [remaining / max(types.rates) for _, remaining, _, _, types in jobs]
         cut = self._params.longest_share * max(left)
-        first = sorted((j for j, t in zip(jobs, left) if t >= cut),
-                       key=lambda j: -j[1] / max(j[4].rates))
-        rest = sorted((j for j, t in zip(jobs, left) if t < cut), key=lambda j: -density(j))
-        return first + rest
+        by_left = [-t for t in left]
+        first = sorted((i for i, t in enumerate(left) if t >= cut), key=by_left.__getitem__)
+        rest = sorted((i for i, t in enumerate(left) if t < cut), key=by_density.__getitem__)
+        return [jobs[i] for i in first] + [jobs[i] for i in rest]
 
     def _rows(self, book: PriceBook, rates: Sequence[float], n_gpus: int,
               types: JobTypes) -> list[list[Option]]:
@@ -401,12 +401,13 @@ class HadarPlanner:
         return sum(book.cost(slot, n, k) for n, k in take), tuple(sorted(take))
 
     def _min_nodes(self, r: int, n_gpus: int) -> int:
-        key = (r, n_gpus)
-        if key not in self._min_nodes_of:
+        known = self._min_nodes_of[r]
+        fewest = known.get(n_gpus)
+        if fewest is None:
             topology = self._rates.topology
             gpus = representative_gpus(topology, self._type_nodes[r], n_gpus)
-            self._min_nodes_of[key] = topology.spread(gpus)[0] if gpus else 1 << 30
-        return self._min_nodes_of[key]
+            fewest = known[n_gpus] = topology.spread(gpus)[0] if gpus else 1 << 30
+        return fewest
 
     def _backfill(self, jobs: list[JobState], layouts: dict[str, Layout]) -> None:
         """Give GPUs no plan uses to waiting jobs that can use them, in ``jobs``' order."""
