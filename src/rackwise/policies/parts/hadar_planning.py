@@ -462,7 +462,8 @@ class HadarPlanner:
                 current = self._current_layout(gpu_node, state)
                 if layout == current:
                     continue
-                if in_shape and layout is not None and self._shape(layout) == self._shape(current):
+                if in_shape and layout is not None and len(layout) == len(current) \
+                        and self._shape(layout) == self._shape(current):
                     kept[state.job_id] = state
                     continue
                 moving.append(state)
@@ -564,6 +565,7 @@ class _InShape:
         # (-GPUs, job, copy, entry) of the takes still without a node: the widest go first,
         # before narrower ones crowd the nodes with room for them.
         left: list[tuple[int, int, int, int]] = []
+        owns: dict[int, list[int]] = {}  # per job, the nodes it runs on
 
         def claim_planned(state: JobState, layout: Layout) -> None:
             j = len(jobs)
@@ -588,7 +590,9 @@ class _InShape:
             state, layout = jobs[j]
             planned, n = layout[c][e]
             used = {node for node, _ in layout[c]} | {entry[0] for entry in takes[j][c] if entry is not None}
-            own = list(dict.fromkeys(map(self._gpu_node.__getitem__, state.gpu_ids)))
+            own = owns.get(j)
+            if own is None:  # the nodes it runs on: asked again for each of its takes
+                own = owns[j] = list(dict.fromkeys(map(self._gpu_node.__getitem__, state.gpu_ids)))
             node = self._fitting(self._node_type[planned], n, used, own)
             evicted: list[JobState] = []
             if node is None:
@@ -637,10 +641,12 @@ class _InShape:
 def _start_on(free: TentativeAllocation, state: JobState, layout: Layout) -> Start:
     """Start ``state`` on ``layout``'s nodes, preferring its previous GPUs on each; take them from ``free``."""
     gpus: list[int] = []
+    held = set(state.gpu_ids)  # a forked job holds many: look them up, not along
     for take in layout:
         for node, n in take:
-            ids = free.free_gpu_ids(node)
-            ids.sort(key=lambda g: (g not in state.gpu_ids, g))
+            ids = free.free_gpu_ids(node)  # ascending: its previous GPUs first, each part in order
+            if held:
+                ids = [g for g in ids if g in held] + [g for g in ids if g not in held]
             gpus.extend(ids[:n])
             free.take(ids[:n])
     return Start(state.job_id, tuple(gpus), copies=len(layout))
