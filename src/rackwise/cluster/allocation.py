@@ -341,30 +341,43 @@ class TentativeAllocation:
         self._change(gpu_ids, +1)
 
     def _change(self, gpu_ids: Iterable[int], sign: int) -> None:
-        gpu_node, gpu_rack = self.topology.gpu_node, self.topology.gpu_rack
-        touched, rack_delta = self._ids, self._rack_delta
+        # A node's free count moves once for each run of its GPUs (a job's GPUs come
+        # node by node), not once per GPU: the buckets and rack counts end the same.
+        gpu_node, touched = self.topology.gpu_node, self._ids
+        node, before = -1, 0
+        ids: list[int] = []
         n_changed = 0
-        for gpu in gpu_ids:
-            node = gpu_node[gpu]
-            ids = touched.get(node)
-            if ids is None:
-                ids = self._touch(node)
-            position = bisect_left(ids, gpu)
-            present = position < len(ids) and ids[position] == gpu
-            if sign < 0:
-                if not present:
-                    raise ValueError(f"GPU {gpu} is not free")
-                del ids[position]
-            else:
-                if present:
-                    raise ValueError(f"GPU {gpu} is already free")
-                ids.insert(position, gpu)
-            if self._touched_at is not None:
-                self._rebucket(node, len(ids) - sign, len(ids))
-            rack = gpu_rack[gpu]
-            rack_delta[rack] = rack_delta.get(rack, 0) + sign
-            n_changed += 1
-        self._n_free += sign * n_changed
+        try:
+            for gpu in gpu_ids:
+                if gpu_node[gpu] != node:
+                    if node >= 0:
+                        self._moved(node, before, len(ids))
+                    node = gpu_node[gpu]
+                    found = touched.get(node)
+                    ids = self._touch(node) if found is None else found
+                    before = len(ids)
+                position = bisect_left(ids, gpu)
+                present = position < len(ids) and ids[position] == gpu
+                if sign < 0:
+                    if not present:
+                        raise ValueError(f"GPU {gpu} is not free")
+                    del ids[position]
+                else:
+                    if present:
+                        raise ValueError(f"GPU {gpu} is already free")
+                    ids.insert(position, gpu)
+                n_changed += 1
+        finally:  # what changed before a refused GPU stays counted
+            if node >= 0:
+                self._moved(node, before, len(ids))
+            self._n_free += sign * n_changed
+
+    def _moved(self, node: int, before: int, after: int) -> None:
+        """The node's free GPUs here went from ``before`` to ``after``: its bucket and rack follow."""
+        if self._touched_at is not None and before != after:
+            self._rebucket(node, before, after)
+        rack = self.topology.node_rack[node]
+        self._rack_delta[rack] = self._rack_delta.get(rack, 0) + after - before
 
     def _touch(self, node: int) -> list[int]:
         """The overlay's own free-id list of a node, copied from the base."""
