@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from itertools import chain
 from operator import attrgetter
 
+from mypy_extensions import mypyc_attr
+
 from rackwise.cluster.allocation import Allocation
 from rackwise.cluster.topology import Topology
 from rackwise.engine.view import ClusterView
@@ -31,15 +33,22 @@ _VERSION = attrgetter("version")
 _NODES = attrgetter("nodes")
 
 
-@dataclass(frozen=True, slots=True)
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+@dataclass(init=False, slots=True)
 class _Shown:
-    """A running job as the view shows it."""
+    """A running job as the view shows it (read-only by convention: see `primal_dual.Option`)."""
 
     shown: JobState  # the engine's own state, or a copy of it on its first copy
     first: tuple[int, ...]  # the GPUs it holds in the view
     nodes: tuple[int, ...]  # their nodes, in the order the GPUs first reach them
 
+    def __init__(self, shown: JobState, first: tuple[int, ...], nodes: tuple[int, ...]) -> None:
+        self.shown = shown
+        self.first = first
+        self.nodes = nodes
 
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class FirstCopiesView:
     """`primary_view`, kept up to date from event to event.
 

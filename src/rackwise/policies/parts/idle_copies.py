@@ -25,6 +25,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
+from mypy_extensions import mypyc_attr
+
 from rackwise.cluster.allocation import Allocation, TentativeAllocation
 from rackwise.engine.contract import Decisions, Start
 from rackwise.engine.view import ClusterView
@@ -66,6 +68,7 @@ def copy_blocks(state: JobState) -> Blocks:
     return [state.gpu_ids[c * n:(c + 1) * n] for c in range(state.copies)]
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class IdleCopies:
     """One run's forking after an event-driven policy's decisions.
 

@@ -22,6 +22,8 @@ import math
 from collections.abc import Mapping
 from operator import attrgetter
 
+from mypy_extensions import mypyc_attr
+
 from rackwise.workload.state import JobState
 
 _VERSION = attrgetter("version")
@@ -47,6 +49,7 @@ def is_overrun(state: JobState, estimate: float, now: float) -> bool:
     return done >= estimate and done < state.job.total_iters
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class OverrunWatch:
     """The running jobs that have reached their predicted iterations, event by event.
 
