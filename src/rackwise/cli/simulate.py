@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import gc
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -21,27 +18,7 @@ from rackwise.engine.snapshot import ClusterSnapshot
 from rackwise.engine.snapshot import save as save_snapshot
 from rackwise.errors import InputError
 from rackwise.run import ClusterConfig, RunConfig, WorkloadConfig, build_simulator, save, summary_of
-
-_YOUNG_THRESHOLD = 50_000
-
-
-@contextmanager
-def _long_lived() -> Iterator[None]:
-    """Keep what exists now (and what `gc.freeze` adds later) out of the cyclic collector's sight.
-
-    The modules and the workload outlive the run, so its full collections need
-    not scan them again and again; and it looks at young objects every 50,000
-    allocations instead of 700 (a run makes millions, few of them cyclic
-    garbage). Afterwards both are as before: this process may go on to other work.
-    """
-    gc.freeze()
-    thresholds = gc.get_threshold()
-    gc.set_threshold(_YOUNG_THRESHOLD, *thresholds[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*thresholds)
-        gc.unfreeze()
+from rackwise.sim.collector import long_lived_objects
 
 
 def _hours(seconds: float) -> str:
@@ -132,7 +109,7 @@ def simulate(
     Example: rackwise simulate --trace philly_2017 --policy tiresias --nodes 64
     """
     console = Console()
-    with reported(), _long_lived():
+    with reported(), long_lived_objects():
         if save_snapshots and not forecast_at:
             raise InputError("needs --forecast-at: snapshots are taken at its instants",
                              field="--save-snapshots")
@@ -158,8 +135,7 @@ def simulate(
                     on_snapshot=snapshots.append if save_snapshots else None)
             else:
                 simulator, workload = build_simulator(config, on_progress=progress)
-                gc.freeze()  # the workload too, see _long_lived
-                result = simulator.run()
+                result = simulator.run()  # which freezes the workload too
         name = trace or (trace_file.stem if trace_file else "trace")
         summary = summary_of(result, config, workload)
         folder = save(result, config, out or Path("results") / default_folder_name(

@@ -30,6 +30,7 @@ from rackwise.engine.view import ClusterView
 from rackwise.errors import InputError, RackwiseError
 from rackwise.metrics.records import JobRecord, Timeline, build_record
 from rackwise.perf.base import IdealPerf, PerfModel, forked_rate
+from rackwise.sim.collector import long_lived_objects
 from rackwise.sim.events import NO_PAYLOAD, CompletionKey, Event, EventKind
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState, Status
@@ -231,17 +232,18 @@ class Simulator:
         self.policy = policy
 
     def run(self) -> SimResult:
-        """Run until every job has finished."""
+        """Run until every job has finished (`long_lived_objects` while it runs)."""
         started = wallclock.perf_counter()
         self.start()
         idle_steps = 0  # steps in a row with jobs queued on an idle cluster and no arrivals left
-        while self.step():
-            if self.running or not self.pending or self._next_arrival < len(self.jobs):
-                idle_steps = 0
-            else:
-                idle_steps += 1
-                if idle_steps >= MAX_IDLE_STEPS:  # rounds or timers would go on for ever
-                    break
+        with long_lived_objects():
+            while self.step():
+                if self.running or not self.pending or self._next_arrival < len(self.jobs):
+                    idle_steps = 0
+                else:
+                    idle_steps += 1
+                    if idle_steps >= MAX_IDLE_STEPS:  # rounds or timers would go on for ever
+                        break
         n_left = len(self.pending) + len(self.running)
         if n_left:
             example = next(iter(self.pending or self.running))

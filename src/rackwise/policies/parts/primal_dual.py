@@ -175,7 +175,7 @@ def best_plan(options: Sequence[Sequence[Option]], work: float, utility: Callabl
     if not options:
         return None
     first = options[0]
-    if len(first) == 1 and options.count(first) == len(options):
+    if len(first) == 1 and all(row is first or row == first for row in options):
         # The same single option in every slot (a book whose slots hold equal loads, as
         # they mostly do): the floor and the greedy's order need no search.
         return _uniform_plan(first[0], len(options), work, utility, max_wait_slots)
