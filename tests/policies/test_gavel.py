@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 
 import numpy as np
@@ -263,6 +264,21 @@ def test_solver_reports_an_infeasible_program() -> None:
     with pytest.raises(lp.LPError, match="HiGHS: Infeasible"):
         # x <= -1 with 0 <= x: no point satisfies both
         lp._solve(np.array([1.0]), sparse.csr_matrix([[1.0]]), np.array([-1.0]), np.array([1.0]))
+
+
+def test_solver_leaves_no_cyclic_garbage() -> None:
+    """A solve's HiGHS instance is freed when it returns, solved or refused, not by a collection."""
+    from scipy import sparse
+
+    def solve_both() -> None:
+        lp._solve(np.array([-1.0]), sparse.csr_matrix([[1.0]]), np.array([1.0]), np.array([1.0]))
+        with pytest.raises(lp.LPError):
+            lp._solve(np.array([1.0]), sparse.csr_matrix([[1.0]]), np.array([-1.0]), np.array([1.0]))
+
+    solve_both()  # first-use imports leave their own garbage
+    gc.collect()
+    solve_both()
+    assert gc.collect() == 0
 
 
 def test_constraint_rows_follow_their_definition() -> None:

@@ -62,14 +62,20 @@ def _solve(c: np.ndarray, a_ub: Any, b_ub: np.ndarray, ub: np.ndarray, method: s
     model.col_cost_, model.col_lower_, model.col_upper_ = c, np.zeros(n_cols), ub
     model.row_lower_, model.row_upper_ = np.full(n_rows, -np.inf), b_ub
     highs = highspy.Highs()
-    highs.setOptionValue("output_flag", False)
-    highs.setOptionValue("solver", {"highs": "choose", "highs-ipm": "ipm"}[method])
-    highs.passModel(model)
-    highs.run()
-    status = highs.getModelStatus()
-    if status != highspy.HighsModelStatus.kOptimal:
-        raise LPError(f"HiGHS: {highs.modelStatusToString(status)}")
-    return np.array(highs.getSolution().col_value)
+    try:
+        highs.setOptionValue("output_flag", False)
+        highs.setOptionValue("solver", {"highs": "choose", "highs-ipm": "ipm"}[method])
+        highs.passModel(model)
+        highs.run()
+        status = highs.getModelStatus()
+        if status != highspy.HighsModelStatus.kOptimal:
+            raise LPError(f"HiGHS: {highs.modelStatusToString(status)}")
+        return np.array(highs.getSolution().col_value)
+    finally:
+        # A `Highs` refers to itself through its callbacks: left so, the solver and its
+        # copy of the program wait for the cyclic collector, which a simulation runs
+        # rarely (`long_lived_objects`). Cut, they are freed when this returns.
+        highs.callbacks.clear()
 
 
 # Tests replace this to force a failure; policies call the solver only through it.
