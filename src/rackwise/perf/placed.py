@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TypeGuard
 
+from mypy_extensions import mypyc_attr
+
 from rackwise.perf.comm import Level
 from rackwise.workload.job import Parallelism
 
@@ -21,6 +23,7 @@ def comm_pair(comm_s: float, ref_comm_s: float) -> tuple[float, float]:
     return comm_s, extra if extra > 0.0 else 0.0
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Placed:
     """A job on a placement: what stays fixed while it runs there."""
 

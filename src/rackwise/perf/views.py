@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from mypy_extensions import mypyc_attr
+
 from rackwise.perf.interference import Interference
 from rackwise.perf.placed import Placed
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Weights:
     """Interference weights ``scale x slowdown(a, b, GPU type)`` as dense rows.
 
@@ -46,6 +49,7 @@ class Weights:
         return self._scale * self._interference.slowdown(model, other, gpu_type)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Neighbours:
     """Per node, the (placement, GPUs there) of other running jobs, skipping one job."""
 
@@ -62,6 +66,7 @@ class Neighbours:
         return [v for k, v in self._nodes[node].items() if k != skip and k in running]
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Sharing:
     """Jobs crossing each rack uplink, counting one more job and no stale entries."""
 
