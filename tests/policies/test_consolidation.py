@@ -283,6 +283,8 @@ class _NoClearings:
 
     holders: dict = field(default_factory=_Forgetful)  # type: ignore[type-arg]
     best: dict = field(default_factory=_Forgetful)  # type: ignore[type-arg]
+    candidates: dict = field(default_factory=_Forgetful)  # type: ignore[type-arg]
+    moves: dict = field(default_factory=_Forgetful)  # type: ignore[type-arg]
 
 
 _BURSTS = st.lists(st.tuples(st.sampled_from([0, 0, 0, 10, 40, 400]), st.sampled_from([1, 2, 3, 4, 6, 8]),

@@ -33,6 +33,7 @@ from rackwise.policies.parts.locality import (
     best_placement,
     cheapest_clearing,
     cheapest_cover,
+    clearing_candidates,
     domain_free,
     domain_gpu_ids,
     placement_level,
@@ -374,7 +375,8 @@ def test_the_cheapest_clearing_is_the_one_every_domains_knapsack_finds(data) -> 
     free = ClusterView(topology, allocation, {}, {}, IdealPerf()).tentative()
     level = data.draw(st.sampled_from([L0, L1]))
     n_gpus = data.draw(st.integers(1, 8))
-    assert cheapest_clearing(free, level, n_gpus, holders) == _clearing_of_every_domain(
+    candidates = clearing_candidates(free.topology, level, holders)
+    assert cheapest_clearing(free, level, n_gpus, candidates) == _clearing_of_every_domain(
         free, level, n_gpus, holders)
     candidates = data.draw(st.permutations([(cost, len(held), job_id) for job_id, held, cost in holders]))
     need = data.draw(st.integers(1, 10))

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, NamedTuple
 
 import numpy as np
 
@@ -40,6 +40,7 @@ from rackwise.policies.parts.locality import (
     SigmaEstimator,
     best_placement,
     cheapest_clearing,
+    clearing_candidates,
     domain_gpu_ids,
     main_gpu_type,
     place_in_domain,
@@ -59,10 +60,22 @@ _REPASS_S = 1e-3
 @dataclass(slots=True)
 class _Clearings:
     """Within one decision, what `Dally._evict` worked out for the same free GPUs and victims:
-    the running jobs each rank may evict, and the cheapest clearing per (rank, level, GPU count)."""
+    the running jobs each rank may evict, and per (rank, level, GPU count) the cheapest
+    clearing and what carrying it out would cost (`_ClearingMoves`)."""
 
     holders: dict[int, list[tuple[str, tuple[int, ...], Cost]]] = field(default_factory=dict)
+    candidates: dict[tuple[int, int], dict[int, list[tuple[Cost, int, str]]]] = field(default_factory=dict)
     best: dict[tuple[int, int, int], tuple[Cost, tuple[str, ...], int] | None] = field(default_factory=dict)
+    moves: dict[tuple[int, int, int], _ClearingMoves] = field(default_factory=dict)
+
+
+class _ClearingMoves(NamedTuple):
+    """A clearing carried out: the requester's GPUs (None: no room even then), each victim's new
+    GPUs, and the GPU-seconds the victims lose (restarts and slower placements)."""
+
+    gpus: tuple[int, ...] | None
+    victims_to: tuple[tuple[int, ...], ...]
+    cost_gpu_s: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,7 +438,10 @@ class Dally(DelayParameters, BasePolicy):
                       1, self.sigma_of_.get(job_id, 0.0)))
                     for job_id, other in sorted(view.running.items())
                     if job_id not in victims and self._may_evict(view, other, rank, now)]
-            best = memo.best[key] = cheapest_clearing(free, level, n_gpus, holders)
+            candidates = memo.candidates.get((rank, level))
+            if candidates is None:
+                candidates = memo.candidates[rank, level] = clearing_candidates(view.topology, level, holders)
+            best = memo.best[key] = cheapest_clearing(free, level, n_gpus, candidates)
         if best is None:
             return None
         if not self.preempt_payback:
@@ -433,17 +449,16 @@ class Dally(DelayParameters, BasePolicy):
                 free.give(view.running[job_id].gpu_ids)
                 victims.append(job_id)
             return place_in_domain(free, n_gpus, level, best[2])
-        return self._evict_if_it_pays(view, free, state, wait, now, best[1], best[2],
-                                      victims, restarts)
+        moves = memo.moves.get(key)
+        if moves is None:
+            moves = memo.moves[key] = self._clearing_moves(view, free, best[1], best[2], level,
+                                                           n_gpus, now)
+        return self._evict_if_it_pays(view, free, state, wait, now, best[1], moves, victims, restarts)
 
-    def _evict_if_it_pays(self, view: ClusterView, free: TentativeAllocation, state: JobState,
-                          wait: WaitState, now: float, chosen: tuple[str, ...], domain: int,
-                          victims: list[str], restarts: list[Start]) -> tuple[int, ...] | None:
-        """Clear ``domain`` by moving ``chosen`` to GPUs free elsewhere, if the pay-back test holds.
-
-        ``free`` is left as it was unless the eviction goes ahead.
-        """
-        level, n_gpus = wait.allowed, state.job.n_gpus
+    def _clearing_moves(self, view: ClusterView, free: TentativeAllocation, chosen: tuple[str, ...],
+                        domain: int, level: int, n_gpus: int, now: float) -> _ClearingMoves:
+        """What clearing ``domain`` for ``n_gpus`` GPUs by moving ``chosen`` elsewhere would take
+        and cost, tried on ``free`` and undone: the same for every requester of that size."""
         held = [view.running[job_id].gpu_ids for job_id in chosen]
         for gpu_ids in held:
             free.give(gpu_ids)
@@ -466,19 +481,32 @@ class Dally(DelayParameters, BasePolicy):
                 # expected remaining work: its run so far (no oracle on what is left)
                 cost_gpu_s += other.n_gpus * (view.perf.restart_overhead_s(other.job)
                                               + slowdown * other.executed_time_s(now))
+        for gpu_ids in reversed(taken):
+            free.give(gpu_ids)
+        for gpu_ids in held:
+            free.take(gpu_ids)
+        return _ClearingMoves(gpus, tuple(taken[1:]), cost_gpu_s)
+
+    def _evict_if_it_pays(self, view: ClusterView, free: TentativeAllocation, state: JobState,
+                          wait: WaitState, now: float, chosen: tuple[str, ...], moves: _ClearingMoves,
+                          victims: list[str], restarts: list[Start]) -> tuple[int, ...] | None:
+        """Carry out the clearing ``moves`` of ``chosen`` for ``state`` if the pay-back test holds.
+
+        ``free`` is left as it was unless the eviction goes ahead.
+        """
         sigma = self.sigma(view, state.job)
         work_s = max(state.executed_time_s(now), self.profile_.duration_s(wait.cls))
+        level, n_gpus = wait.allowed, state.job.n_gpus
         gain_gpu_s = n_gpus * (sigma[level + 1] - sigma[level]) * work_s
-        if gpus is None or not gain_gpu_s > cost_gpu_s:
-            for gpu_ids in reversed(taken):
-                free.give(gpu_ids)
-            for gpu_ids in held:
-                free.take(gpu_ids)
+        if moves.gpus is None or not gain_gpu_s > moves.cost_gpu_s:
             return None
+        for job_id in chosen:
+            free.give(view.running[job_id].gpu_ids)
+        for gpu_ids in moves.victims_to:
+            free.take(gpu_ids)
         victims.extend(chosen)
-        restarts.extend(Start(job_id, to) for job_id, to in zip(chosen, taken[1:], strict=True))
-        free.give(gpus)  # the engine takes the requester's GPUs itself
-        return gpus
+        restarts.extend(Start(job_id, to) for job_id, to in zip(chosen, moves.victims_to, strict=True))
+        return moves.gpus  # the engine takes the requester's GPUs itself
 
     def _move(self, view: ClusterView, free: TentativeAllocation, state: JobState,
               now: float) -> tuple[Migration, tuple[int, ...]] | None:

@@ -225,30 +225,42 @@ class SigmaEstimator:
 Cost = tuple[float, int, float]  # (lost GPU-seconds, number of victims, their summed σ)
 
 
-def cheapest_clearing(free: FreeGpus, level: int, n_gpus: int,
-                      holders: list[tuple[str, GpuIds, Cost]]) -> tuple[Cost, tuple[str, ...], int] | None:
-    """The node (``level`` L0) or rack (L1) where n_gpus GPUs can be freed at least cost.
+def clearing_candidates(topology: Topology, level: int,
+                        holders: list[tuple[str, GpuIds, Cost]]) -> dict[int, list[tuple[Cost, int, str]]]:
+    """Per node (``level`` L0) or rack (L1), ``(cost, GPUs held there, job_id)`` of each holder in it.
 
-    ``holders`` are ``(job_id, gpu_ids, cost)`` of the running jobs that may
-    be evicted. Returns (total cost, victims, domain id), or None if no
-    domain can be cleared; ties go to the lower cost tuple, then domain id.
+    ``holders`` are ``(job_id, gpu_ids, cost)`` of the running jobs that may be evicted.
     """
-    topology = free.topology
+    gpu_node, nodes = topology.gpu_node, topology.nodes
     held: dict[int, list[tuple[Cost, int, str]]] = {}
     for job_id, gpu_ids, cost in holders:
         per_domain: dict[int, int] = {}
         for g in gpu_ids:
-            node = topology.gpu_node[g]
-            domain = node if level == L0 else topology.nodes[node].rack_id
+            node = gpu_node[g]
+            domain = node if level == L0 else nodes[node].rack_id
             per_domain[domain] = per_domain.get(domain, 0) + 1
         for domain, count in per_domain.items():
             held.setdefault(domain, []).append((cost, count, job_id))
+    return held
+
+
+def cheapest_clearing(free: FreeGpus, level: int, n_gpus: int,
+                      held: dict[int, list[tuple[Cost, int, str]]]) -> tuple[Cost, tuple[str, ...], int] | None:
+    """The node (``level`` L0) or rack (L1) where n_gpus GPUs can be freed at least cost.
+
+    ``held`` is `clearing_candidates` of the running jobs that may be
+    evicted. Returns (total cost, victims, domain id), or None if no
+    domain can be cleared; ties go to the lower cost tuple, then domain id.
+    """
+    topology = free.topology
+    sizes = topology.rack_capacity if level != L0 else None
     # Domains by a lower bound on their cover's GPU-seconds, so that once a cover is found,
     # the domains that cannot beat it are passed over without their knapsack.
     bounded = []
     for domain, candidates in held.items():
         need = n_gpus - domain_free(free, level, domain)
-        if need <= 0 or len(domain_gpu_ids(topology, level, domain)) < n_gpus:
+        size = topology.nodes[domain].n_gpus if sizes is None else sizes[domain]
+        if need <= 0 or size < n_gpus:
             continue
         bound = _least_lost(candidates, need)
         if bound is not None:
