@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from policies.delay_helpers import HIGH, LOW, Run, SpanPerf, earlier_dally, job
 from rackwise.cluster.topology import uniform_cluster
@@ -104,3 +108,41 @@ def test_a_relaxed_job_reports_its_loss_when_it_finishes() -> None:
     assert policy.tuner_ is not None
     assert policy.tuner_.losses[("high", 0)] == [pytest.approx(100.0)]
     assert policy.tuner_.gain_s("high", 0) == pytest.approx(100.0)
+
+
+_EXTRA_JOBS = st.lists(st.tuples(st.integers(0, 3000), st.sampled_from([1, 1, 2, 4]), st.integers(20, 3000),
+                                 st.sampled_from([LOW, HIGH]), st.sampled_from(["lm", "resnet"])), max_size=8)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([2, 3, 4]), _EXTRA_JOBS)
+def test_refusing_an_eviction_when_fewer_gpus_are_free_than_asked_changes_no_decision(h_gpus, extra) -> None:
+    """Victims need their GPUs back elsewhere, so a clearing can pay back only if the requester's
+    GPU count is free now; refusing the others at once leaves every start and move as it was.
+
+    The fragmented cluster of the tests above, with other jobs coming and going: some runs
+    move a victim, and most evictions asked for are refused at once.
+    """
+    jobs = _fragmented(h_gpus) + [job(f"x{i}", submit, n_gpus, duration, sens, model)
+                                  for i, (submit, n_gpus, duration, sens, model) in enumerate(extra)]
+    fast = Run(TOY, jobs, _payback(), SpanPerf(PERF))
+    with mock.patch.object(Dally, "_victims_could_move", staticmethod(lambda free, n_gpus: True)):
+        every = Run(TOY, jobs, _payback(), SpanPerf(PERF))
+    assert fast.records == every.records
+    assert fast.placements == every.placements
+
+
+@pytest.mark.parametrize(("h_gpus", "could_move"), [(3, True), (4, False)])
+def test_the_victims_could_move_only_if_the_requesters_gpus_are_free(h_gpus: int, could_move: bool) -> None:
+    """At F's arrival 4 GPUs are free with B on 3 GPUs (E moves), 3 with B on 4 (E would queue)."""
+    asked: list[bool] = []
+    real = Dally._victims_could_move
+
+    def watched(free, n_gpus):  # type: ignore[no-untyped-def]
+        asked.append(real(free, n_gpus))
+        return asked[-1]
+
+    with mock.patch.object(Dally, "_victims_could_move", staticmethod(watched)):
+        run = Run(TOY, _fragmented(h_gpus), _payback(), SpanPerf(PERF))
+    assert asked and asked[0] is could_move
+    assert run.records["E"].n_preemptions == int(could_move)

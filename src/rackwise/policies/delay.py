@@ -424,6 +424,8 @@ class Dally(DelayParameters, BasePolicy):
         if not (rank == 2 or (rank == 1 and self.preempt_med)):
             return None
         level, n_gpus = wait.allowed, state.job.n_gpus
+        if self.preempt_payback and not self._victims_could_move(free, n_gpus):
+            return None
         if memo is None:
             memo = _Clearings()
         key = (rank, level, n_gpus)
@@ -454,6 +456,18 @@ class Dally(DelayParameters, BasePolicy):
             moves = memo.moves[key] = self._clearing_moves(view, free, best[1], best[2], level,
                                                            n_gpus, now)
         return self._evict_if_it_pays(view, free, state, wait, now, best[1], moves, victims, restarts)
+
+    @staticmethod
+    def _victims_could_move(free: TentativeAllocation, n_gpus: int) -> bool:
+        """Whether the victims of any clearing for ``n_gpus`` GPUs could all be placed elsewhere.
+
+        Victims free as many GPUs as they need again (a job holds exactly its
+        GPU count here: no copies, no shared GPUs), and the requester takes
+        ``n_gpus`` of the freed ones, so they fit only if ``n_gpus`` GPUs are
+        free now. If not, every clearing fails the pay-back test (a victim
+        left waiting costs infinitely much), which this answers at once.
+        """
+        return free.n_free >= n_gpus
 
     def _clearing_moves(self, view: ClusterView, free: TentativeAllocation, chosen: tuple[str, ...],
                         domain: int, level: int, n_gpus: int, now: float) -> _ClearingMoves:
