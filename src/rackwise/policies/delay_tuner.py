@@ -19,6 +19,7 @@ initial timers (`break_even_timer`) are both read from it.
 from __future__ import annotations
 
 import bisect
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -140,6 +141,37 @@ class ClassProfile:
         return self.penalty(cls, level) * self.duration_s(cls)
 
 
+
+class RunningMean:
+    """The mean of a growing series, as `statistics.fmean` of the whole series gives it, bit for
+    bit, at a cost that does not grow with it: the exact partial sums that `math.fsum` keeps
+    (Shewchuk 1997) are carried from one value to the next (finite values only)."""
+
+    __slots__ = ("n", "partials")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.partials: list[float] = []  # non-overlapping, smallest first; they sum exactly to the total
+
+    def add(self, value: float) -> None:
+        partials = self.partials
+        kept = 0
+        for partial in partials:
+            if abs(value) < abs(partial):
+                value, partial = partial, value
+            high = value + partial
+            low = partial - (high - value)
+            if low:
+                partials[kept] = low
+                kept += 1
+            value = high
+        partials[kept:] = [value]
+        self.n += 1
+
+    def mean(self) -> float:
+        """The mean so far (NaN before the first value)."""
+        return math.fsum(self.partials) / self.n if self.n else math.nan
+
 class TimerTuner:
     """Run state of the auto-tuner: epoch signals and the log of updates.
 
@@ -168,8 +200,8 @@ class TimerTuner:
         # (n_gpus, level, relaxed_at, class) of jobs that gave up, until a slot appears
         self.watchers: list[tuple[int, int, float, str]] = []
         # measured losses of finished jobs that gave up each (class, level), over the run
-        self.losses: dict[tuple[str, int], list[float]] = {
-            (c, level): [] for c in classes for level in (L0, L1)}
+        self.losses: dict[tuple[str, int], RunningMean] = {
+            (c, level): RunningMean() for c in classes for level in (L0, L1)}
         self.epoch_start: float | None = None
         self.queue_at_start = 0
         self.last_time: float | None = None
@@ -197,7 +229,7 @@ class TimerTuner:
     def note_relaxed_loss(self, cls: str, level: int, loss_s: float) -> None:
         """A job that gave up ``level`` finished; running looser cost it ``loss_s`` seconds."""
         if cls in self.classes:
-            self.losses[(cls, level)].append(loss_s)
+            self.losses[(cls, level)].add(loss_s)
             self.epoch_losses[(cls, level)].append(loss_s)
 
     def note_relax(self, cls: str, level: int, n_gpus: int, now: float) -> None:
@@ -253,7 +285,7 @@ class TimerTuner:
         """Slowdown one job of the class avoids by waiting at ``level``, in seconds: the
         profile's estimate, or the mean measured loss of the jobs that gave it up if larger."""
         losses = self.losses[(cls, level)]
-        measured = statistics.fmean(losses) if losses else 0.0
+        measured = losses.mean() if losses.n else 0.0
         return max(self.profile.gain_s(cls, level), measured)
 
     def tune(self, now: float, timers: dict[str, list[float]], queue_len: int) -> None:
