@@ -440,7 +440,7 @@ def test_tuner_measures_hindsight_and_ends_epochs_on_starts() -> None:
     tuner.observe(view, 10.0)  # not at the instant it gave up
     assert tuner.hindsight[("med", L0)] == []
     tuner.observe(view, 50.0)
-    assert tuner.hindsight[("med", L0)] == [40.0] and tuner.watchers == []
+    assert tuner.hindsight[("med", L0)] == [40.0] and not tuner.watchers
     assert not tuner.due(50.0)
     tuner.note_start("med", None, 0.0)
     tuner.note_start("med", None, 0.0)

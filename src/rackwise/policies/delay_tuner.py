@@ -197,8 +197,9 @@ class TimerTuner:
         self.log: list[TimerUpdate] = []
         self.profile = profile if profile is not None else ClassProfile(classes, default_duration_s)
         self.n_epochs = 0  # epochs ended so far
-        # (n_gpus, level, relaxed_at, class) of jobs that gave up, until a slot appears
-        self.watchers: list[tuple[int, int, float, str]] = []
+        # (relaxed_at, class) of jobs that gave up, by (n_gpus, level), until a slot appears;
+        # each list in the order they gave up, so also by time
+        self.watchers: dict[tuple[int, int], list[tuple[float, str]]] = {}
         # measured losses of finished jobs that gave up each (class, level), over the run
         self.losses: dict[tuple[str, int], RunningMean] = {
             (c, level): RunningMean() for c in classes for level in (L0, L1)}
@@ -234,7 +235,7 @@ class TimerTuner:
 
     def note_relax(self, cls: str, level: int, n_gpus: int, now: float) -> None:
         if cls in self.classes:
-            self.watchers.append((n_gpus, level, now, cls))
+            self.watchers.setdefault((n_gpus, level), []).append((now, cls))
 
     def note_start(self, cls: str, level: int | None, wait_s: float) -> None:
         """A job started; ``level`` is set when it won the level it waited for."""
@@ -253,22 +254,29 @@ class TimerTuner:
             return
         cap = float(self.rule.get("max_timer_s", 14_400.0))
         probe = view.tentative()
-        found: dict[tuple[int, int], bool] = {}
-        still: list[tuple[int, int, float, str]] = []
-        for n_gpus, level, since, cls in self.watchers:
-            if now <= since:
-                still.append((n_gpus, level, since, cls))
-                continue
-            key = (n_gpus, level)
-            if key not in found:
-                found[key] = (probe.tightest_node(n_gpus) is not None if level == L0 else
-                              any(probe.free_in_rack(r) >= n_gpus
-                                  for r in range(view.topology.n_racks)))
-            if found[key] or now - since >= cap:
-                self.hindsight[(cls, level)].append(min(now - since, cap))
+        most_in_a_rack: int | None = None  # worked out once asked
+        for key, waiting in list(self.watchers.items()):
+            n_gpus, level = key
+            if now <= waiting[0][0]:
+                continue  # all gave up at this very instant (or later)
+            if level == L0:
+                found = probe.tightest_node(n_gpus) is not None
             else:
-                still.append((n_gpus, level, since, cls))
-        self.watchers = still
+                if most_in_a_rack is None:
+                    most_in_a_rack = max(probe.free_in_rack(r) for r in range(view.topology.n_racks))
+                found = most_in_a_rack >= n_gpus
+            if not found and now - waiting[0][0] < cap:
+                continue
+            # A slot ends every wait begun before now, the cap the oldest ones: either way the
+            # first waits in the list, as it is in time order.
+            ended = 0
+            while ended < len(waiting) and now > (since := waiting[ended][0]) and (found or now - since >= cap):
+                self.hindsight[(waiting[ended][1], level)].append(min(now - since, cap))
+                ended += 1
+            if ended == len(waiting):
+                del self.watchers[key]
+            else:
+                self.watchers[key] = waiting[ended:]
 
     def after_pass(self, busy_gpus: int) -> None:
         self.busy_gpus = busy_gpus
