@@ -23,9 +23,9 @@ from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
-from operator import attrgetter, itemgetter
+from operator import itemgetter
 from statistics import median
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 import numpy as np
 from mypy_extensions import mypyc_attr
@@ -66,14 +66,23 @@ Key = tuple[float, float, int, str]
 ORACLES = ("oracle", "class-oracle")  # predictors told true sizes
 
 
-class _JobFacts(NamedTuple):
-    """What a job's rank reads besides its state, fixed once the job is predicted."""
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class _JobFacts:
+    """What a job's rank reads besides its state, fixed once the job is predicted.
 
-    unit: float  # prediction-target units per iteration
-    vm_s_per_iter: float  # g * tau* / G
-    submit_time: float
-    seq: int  # how many jobs were known when it was predicted
-    job_class: tuple[str | None, int]
+    A class, not a named tuple: the compiled build reads its fields directly
+    (a rank reads them for every job at every event).
+    """
+
+    __slots__ = ("job_class", "seq", "submit_time", "unit", "vm_s_per_iter")
+
+    def __init__(self, unit: float, vm_s_per_iter: float, submit_time: float, seq: int,
+                 job_class: tuple[str | None, int]) -> None:
+        self.unit = unit  # prediction-target units per iteration
+        self.vm_s_per_iter = vm_s_per_iter  # g * tau* / G
+        self.submit_time = submit_time
+        self.seq = seq  # how many jobs were known when it was predicted
+        self.job_class = job_class
 
 
 def predictor_capabilities(params: AsrptParameters, base: Capabilities) -> Capabilities:
@@ -453,7 +462,8 @@ class PredictedSrpt:
         by_class: dict[tuple[str | None, int], SizeDistribution | None] = {}  # no class changes in a call
         running = Status.RUNNING
         for job_id, state in items:
-            unit, per_iter, submit_time, seq, cls = facts[job_id]
+            known = facts[job_id]
+            unit, per_iter, cls = known.unit, known.vm_s_per_iter, known.job_class
             # `_survival_distribution`, inlined
             if class_sizes is None:
                 dist = dists[job_id]
@@ -497,7 +507,7 @@ class PredictedSrpt:
                     # Rounding is monotone: a bound key under ``bar`` means the rank's key is too.
                     bound = dist.rank_bound(attained) / unit * per_iter
                     if bound < bar:
-                        under.append(((bound, submit_time, seq, job_id), state))
+                        under.append(((bound, known.submit_time, known.seq, job_id), state))
                         continue
                 if gittins:
                     value, line = dist.gittins_line(attained)
@@ -505,7 +515,7 @@ class PredictedSrpt:
                     value, line = dist.expected_remaining(attained), None
                 rank_cache[job_id] = (attained, dist, value, line)
             key = value / unit * per_iter
-            entry = ((key, submit_time, seq, job_id), state)
+            entry = ((key, known.submit_time, known.seq, job_id), state)
             if not is_running:
                 waiting_entries[job_id] = (dist, done, entry)
             elif bar is not None and key < bar:
@@ -633,7 +643,9 @@ def _greedy_prefix(running: list[tuple[Key, JobState]], eligible: list[tuple[Key
     # The running jobs ahead of every waiting one (most of them, most of the time) come
     # first in the merge; while they leave GPUs over, each is taken, so take them at once.
     ahead = running[:bisect_left(running, eligible[0][0], key=itemgetter(0))] if eligible else running
-    held = sum(map(attrgetter("job.n_gpus"), map(itemgetter(1), ahead)))
+    held = 0
+    for _, state in ahead:
+        held += state.job.n_gpus
     if held < room:
         desired.extend(ahead)
         room -= held
