@@ -28,6 +28,7 @@ COMPILED = [
     "src/rackwise/cluster/allocation.py",
     "src/rackwise/engine/checks.py",
     "src/rackwise/engine/view.py",
+    "src/rackwise/perf/graph_placement.py",
     "src/rackwise/perf/model.py",
     "src/rackwise/perf/placed.py",
     "src/rackwise/perf/placing.py",

@@ -16,7 +16,10 @@ time for mixed-parallel jobs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from typing import Any
+
+from mypy_extensions import mypyc_attr
 
 from rackwise.cluster.allocation import FreeGpus
 from rackwise.cluster.topology import Links, Topology
@@ -26,6 +29,7 @@ from rackwise.perf.job_graph import JobGraph, direction_share, sequential_hops
 KL_MAX_VERTICES = 128
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class PhaseTraffic:
     """What one kind of edge (tp, pp or dp) puts on the busiest link of each class, per iteration.
@@ -51,7 +55,11 @@ class PhaseTraffic:
     nic_bytes: float
     rack_bytes: float
 
+    def __reduce__(self) -> tuple[type[PhaseTraffic], tuple[Any, ...]]:
+        return _rebuilt(self)
 
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class GraphPlacement:
     """Where each worker runs and what that costs in traffic per iteration.
@@ -74,6 +82,9 @@ class GraphPlacement:
     n_servers: int
     phases: tuple[PhaseTraffic, ...] = ()
 
+    def __reduce__(self) -> tuple[type[GraphPlacement], tuple[Any, ...]]:
+        return _rebuilt(self)
+
     def comm_time_s(self, links: Links, overlap_frac: float = 0.0) -> float:
         """Communication seconds per iteration: NIC time of the busiest server plus
         in-server time of the busiest GPU, minus the share overlapped with compute."""
@@ -83,6 +94,7 @@ class GraphPlacement:
                                        + self.max_in_bytes / in_bytes_per_s)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class PlacementRecord:
     """Where a job started and the traffic its placement costs per iteration."""
@@ -92,6 +104,14 @@ class PlacementRecord:
     n_servers: int
     cut_bytes: float
     comm_s_per_iter: float
+
+    def __reduce__(self) -> tuple[type[PlacementRecord], tuple[Any, ...]]:
+        return _rebuilt(self)
+
+
+def _rebuilt(record: Any) -> tuple[type, tuple[Any, ...]]:
+    """Pickled as its class and fields: unpickling cannot set a frozen field of the compiled build."""
+    return type(record), tuple(getattr(record, f.name) for f in fields(record))
 
 
 def placement_cost(graph: JobGraph, gpu_ids: tuple[int, ...], topology: Topology) -> GraphPlacement:
