@@ -70,8 +70,8 @@ class _Clearings:
 
 
 class _ClearingMoves(NamedTuple):
-    """A clearing carried out: the requester's GPUs (None: no room even then), each victim's new
-    GPUs, and the GPU-seconds the victims lose (restarts and slower placements)."""
+    """What carrying a clearing out would take: the requester's GPUs (None: no room even then),
+    each victim's new GPUs, and the GPU-seconds the victims lose (restarts, slower placements)."""
 
     gpus: tuple[int, ...] | None
     victims_to: tuple[tuple[int, ...], ...]

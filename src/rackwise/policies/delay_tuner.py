@@ -141,7 +141,6 @@ class ClassProfile:
         return self.penalty(cls, level) * self.duration_s(cls)
 
 
-
 class RunningMean:
     """The mean of a growing series, as `statistics.fmean` of the whole series gives it, bit for
     bit, at a cost that does not grow with it: the exact partial sums that `math.fsum` keeps
@@ -171,6 +170,7 @@ class RunningMean:
     def mean(self) -> float:
         """The mean so far (NaN before the first value)."""
         return math.fsum(self.partials) / self.n if self.n else math.nan
+
 
 class TimerTuner:
     """Run state of the auto-tuner: epoch signals and the log of updates.
