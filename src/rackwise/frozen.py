@@ -1,4 +1,5 @@
-"""Building instances of frozen, slotted dataclasses without their slow ``__init__``."""
+"""Frozen, slotted dataclasses: building instances without their slow ``__init__``, and pickling
+them when mypyc compiles them."""
 
 from __future__ import annotations
 
@@ -7,6 +8,15 @@ from dataclasses import fields
 from typing import Any, TypeVar, cast
 
 _T = TypeVar("_T")
+
+
+def pickled_by_constructor(record: Any) -> tuple[type, tuple[Any, ...]]:
+    """A ``__reduce__`` for a frozen dataclass that mypyc compiles: its class and its fields.
+
+    Unpickling such a class cannot set its frozen fields one by one, so it
+    is rebuilt through its constructor instead.
+    """
+    return type(record), tuple(getattr(record, spec.name) for spec in fields(record))
 
 
 def unfrozen_builder(cls: type[_T]) -> type[_T]:

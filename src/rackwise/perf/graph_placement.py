@@ -16,13 +16,14 @@ time for mixed-parallel jobs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from mypy_extensions import mypyc_attr
 
 from rackwise.cluster.allocation import FreeGpus
 from rackwise.cluster.topology import Links, Topology
+from rackwise.frozen import pickled_by_constructor
 from rackwise.perf.job_graph import JobGraph, direction_share, sequential_hops
 
 # Swap refinement is quadratic in (super-)vertices; beyond this the seed stands.
@@ -55,8 +56,8 @@ class PhaseTraffic:
     nic_bytes: float
     rack_bytes: float
 
-    def __reduce__(self) -> tuple[type[PhaseTraffic], tuple[Any, ...]]:
-        return _rebuilt(self)
+    def __reduce__(self) -> tuple[type, tuple[Any, ...]]:
+        return pickled_by_constructor(self)
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -82,8 +83,8 @@ class GraphPlacement:
     n_servers: int
     phases: tuple[PhaseTraffic, ...] = ()
 
-    def __reduce__(self) -> tuple[type[GraphPlacement], tuple[Any, ...]]:
-        return _rebuilt(self)
+    def __reduce__(self) -> tuple[type, tuple[Any, ...]]:
+        return pickled_by_constructor(self)
 
     def comm_time_s(self, links: Links, overlap_frac: float = 0.0) -> float:
         """Communication seconds per iteration: NIC time of the busiest server plus
@@ -105,13 +106,8 @@ class PlacementRecord:
     cut_bytes: float
     comm_s_per_iter: float
 
-    def __reduce__(self) -> tuple[type[PlacementRecord], tuple[Any, ...]]:
-        return _rebuilt(self)
-
-
-def _rebuilt(record: Any) -> tuple[type, tuple[Any, ...]]:
-    """Pickled as its class and fields: unpickling cannot set a frozen field of the compiled build."""
-    return type(record), tuple(getattr(record, f.name) for f in fields(record))
+    def __reduce__(self) -> tuple[type, tuple[Any, ...]]:
+        return pickled_by_constructor(self)
 
 
 def placement_cost(graph: JobGraph, gpu_ids: tuple[int, ...], topology: Topology) -> GraphPlacement:

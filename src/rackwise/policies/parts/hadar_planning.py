@@ -22,7 +22,7 @@ import bisect
 import heapq
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,7 @@ from mypy_extensions import mypyc_attr
 from rackwise.cluster.allocation import TentativeAllocation
 from rackwise.engine.contract import Decisions, Start
 from rackwise.engine.view import ClusterView
+from rackwise.frozen import pickled_by_constructor
 from rackwise.policies.parts.hadar_parameters import HadarParameters
 from rackwise.policies.parts.heterogeneity import (
     RoundClock,
@@ -69,9 +70,8 @@ class JobTypes:
     fastest: tuple[int, ...]
     tiers: tuple[tuple[int, ...], ...]
 
-    def __reduce__(self) -> tuple[type[JobTypes], tuple[Any, ...]]:
-        # Rebuilt through the constructor: unpickling cannot set a frozen field of the compiled build.
-        return JobTypes, tuple(getattr(self, f.name) for f in fields(self))
+    def __reduce__(self) -> tuple[type, tuple[Any, ...]]:
+        return pickled_by_constructor(self)
 
     @classmethod
     def of(cls, rates: np.ndarray) -> JobTypes:

@@ -13,11 +13,13 @@ import heapq
 import math
 from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from mypy_extensions import mypyc_attr
+
+from rackwise.frozen import pickled_by_constructor
 
 
 def position_prices(lower: float, upper: float, capacity: int) -> np.ndarray:
@@ -304,9 +306,8 @@ class _NodeClasses:
     group_classes: dict[int, list[int]]  # group -> its classes, ascending
     free: dict[int, int]  # group -> GPUs
 
-    def __reduce__(self) -> tuple[type[_NodeClasses], tuple[Any, ...]]:
-        # Rebuilt through the constructor: unpickling cannot set a frozen field of the compiled build.
-        return _NodeClasses, tuple(getattr(self, f.name) for f in fields(self))
+    def __reduce__(self) -> tuple[type, tuple[Any, ...]]:
+        return pickled_by_constructor(self)
 
 
 # Classes by (capacities, groups), for curves that are the same across each group:
