@@ -185,6 +185,14 @@ def test_longest_then_density_keeps_the_total_time_and_runs_short_jobs_early() -
     assert ours["A-long"] == 7200.0 and max(ours.values()) == max(finish["arrival"].values()) == 7290.0
 
 
+@pytest.mark.parametrize("field", ["utility_gamma1", "utility_gamma2"])
+def test_the_utility_must_fall_from_a_positive_top(field: str) -> None:
+    with pytest.raises(InputError, match=field):
+        Hadar(**{field: 0.0})
+    with pytest.raises(InputError, match=field):
+        HadarE(**{field: -1.0})
+
+
 def test_longest_share_must_be_a_share() -> None:
     with pytest.raises(InputError, match="longest_share"):
         Hadar(longest_share=0.0)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rackwise.policies.parts.primal_dual import Option, PriceBook, best_plan, sigmoid_utility
+from rackwise.policies.parts.primal_dual import Option, PriceBook, UtilityCurve, best_plan, sigmoid_utility
 
 
 @settings(max_examples=300, deadline=None)
@@ -28,6 +28,19 @@ def test_a_plan_over_equal_slots_is_the_general_plan(cost: float, progress: floa
     shortcut = best_plan([[option]] * n_slots, work, utility, max_wait)
     general = best_plan([[option, dominated]] * n_slots, work, utility, max_wait)
     assert shortcut == general
+
+
+@settings(max_examples=300, deadline=None)
+@given(gamma1=st.floats(1e-6, 1e6), gamma2=st.floats(1e-3, 1e3), gamma3=st.floats(0.0, 1e6),
+       slots=st.lists(st.integers(-1000, 2_000_000), min_size=1, max_size=40))
+def test_a_utility_curve_is_the_sigmoid_bit_for_bit(gamma1: float, gamma2: float, gamma3: float,
+                                                    slots: list[int]) -> None:
+    """Asked in any order, near its knee and far from it, the curve gives `sigmoid_utility`'s doubles."""
+    curve = UtilityCurve(gamma1, gamma2, gamma3)
+    near = [int(gamma3) + d for d in range(-45, 46, 3)]
+    for s in slots + near + slots:
+        assert curve.at(s) == sigmoid_utility(s, gamma1, gamma2, gamma3)
+    assert len(curve.values) <= curve.last - curve.first + 1  # only the window is kept
 
 
 @settings(max_examples=200, deadline=None)

@@ -27,7 +27,8 @@ class HadarParameters:
             plan may aim for (the temporal choice, [R]).
         utility_gamma1, utility_gamma2, utility_gamma3_factor: The sigmoid
             utility ``g1 / (1 + exp(g2 * (d - g3)))``, d in slots since
-            arrival, g3 = factor x the job's fewest possible slots.
+            arrival, g3 = factor x the job's fewest possible slots. g1 and g2
+            are positive: a utility that falls after the knee.
         order: Who is planned first. ``longest_then_density``: the jobs that
             bound the total time (see ``longest_share``) in order of remaining
             time, then the rest by ``utility_density``; ``utility_density``:
@@ -57,5 +58,8 @@ class HadarParameters:
     longest_share: float = 0.95
 
     def __post_init__(self) -> None:
+        for name in ("utility_gamma1", "utility_gamma2"):
+            if not getattr(self, name) > 0.0:
+                raise InputError(f"must be positive, got {getattr(self, name)}", field=name)
         if not 0.0 < self.longest_share <= 1.0:
             raise InputError(f"must be in (0, 1], got {self.longest_share}", field="longest_share")

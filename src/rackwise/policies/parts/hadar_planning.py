@@ -41,9 +41,9 @@ from rackwise.policies.parts.heterogeneity import (
 from rackwise.policies.parts.primal_dual import (
     Option,
     PriceBook,
+    UtilityCurve,
     best_plan,
     cheapest_gpus,
-    sigmoid_utility,
 )
 from rackwise.workload.state import JobState, Status
 
@@ -89,10 +89,10 @@ class JobTypes:
         return cls(tuple(values), usable, at_least, fastest, tiers)
 
 
-_UTILITIES_KEPT = 1 << 16  # utilities (and layout shapes) remembered at most, then forgotten at once
+_SHAPES_KEPT = 1 << 16  # layout shapes remembered at most, then forgotten at once
 
-# A job to plan this round: (state, remaining iterations, slots since arrival, gamma3, its types).
-_Planned = tuple[JobState, float, int, float, JobTypes]
+# A job to plan this round: (state, remaining iterations, slots since arrival, its utility, its types).
+_Planned = tuple[JobState, float, int, UtilityCurve, JobTypes]
 
 # Adds copies of running jobs to this round's layouts (``hadare``): (view, active jobs, layouts).
 AddCopies = Callable[[ClusterView, list[JobState], dict[str, Layout]], None]
@@ -123,10 +123,9 @@ class HadarPlanner:
         self._types: dict[str, JobTypes] = {}
         # A running job's layout, with the GPUs and copies it was read from: kept while they stay.
         self._current: dict[str, tuple[tuple[tuple[int, ...], int], Layout]] = {}
-        self._utilities: dict[float, dict[int, float]] = {}  # gamma3 -> slots -> utility: see `_f`
-        self._n_utilities = 0
+        self._curves: dict[float, UtilityCurve] = {}  # by knee, while some job's utility has it
         self._shapes: dict[Layout, tuple[tuple[tuple[int, int], ...], ...]] = {}  # see `_shape`
-        self._constants: dict[str, tuple[JobTypes, float]] = {}  # see `_job_constants`
+        self._constants: dict[str, tuple[JobTypes, UtilityCurve]] = {}  # see `_job_constants`
         self._used = PriceBook.flat(self._capacities, groups=self._node_type)  # see `used_book`
 
     @property
@@ -144,7 +143,12 @@ class HadarPlanner:
         self._d_min.pop(job_id, None)
         self._types.pop(job_id, None)
         self._current.pop(job_id, None)
-        self._constants.pop(job_id, None)
+        known = self._constants.pop(job_id, None)
+        if known is not None:
+            curve = known[1]
+            curve.users -= 1
+            if curve.users == 0:
+                del self._curves[curve.gamma3]
 
     def _job_types(self, job_id: str, rates: np.ndarray) -> JobTypes:
         # A job's rates are cached until it completes, so what follows from them is too.
@@ -179,11 +183,20 @@ class HadarPlanner:
         self._used.set_loads(0, loads)
         return self._used
 
-    def _job_constants(self, view: ClusterView, state: JobState) -> tuple[JobTypes, float]:
-        """A job's usable types and utility knee (0 if it can use no type), kept until it completes."""
+    def _job_constants(self, view: ClusterView, state: JobState) -> tuple[JobTypes, UtilityCurve]:
+        """A job's usable types and utility curve (knee 0 if it can use no type), kept until it completes.
+
+        Jobs with the same knee share one curve.
+        """
         rates = self._rates.of(view, state)
         types = self._job_types(state.job_id, rates)
-        known = self._constants[state.job_id] = (types, self._gamma3(state, rates) if types.usable else 0.0)
+        gamma3 = self._gamma3(state, rates) if types.usable else 0.0
+        curve = self._curves.get(gamma3)
+        if curve is None:
+            curve = self._curves[gamma3] = UtilityCurve(
+                self._params.utility_gamma1, self._params.utility_gamma2, gamma3)
+        curve.users += 1
+        known = self._constants[state.job_id] = (types, curve)
         return known
 
     def _gamma3(self, state: JobState, rates: np.ndarray) -> float:
@@ -201,33 +214,29 @@ class HadarPlanner:
         # The price curve's ends: half the lowest spread density, and each type's highest density.
         lowest = math.inf
         upper: list[float | None] = [None] * len(self._rates.types)
-        constants, utility_row, f = self._constants, self._utility_row, self._f
+        constants = self._constants
         for state in active:
             known = constants.get(state.job_id)
             if known is None:
                 known = self._job_constants(view, state)
-            types, gamma3 = known
+            types, curve = known
             if not types.usable:
                 continue
-            known_f = utility_row(gamma3)
             remaining = state.remaining_iters(now)
             elapsed = int((now - state.job.submit_time) // delta)
-            jobs.append((state, remaining, elapsed, gamma3, types))
+            jobs.append((state, remaining, elapsed, curve, types))
             n_gpus = state.job.n_gpus
             for r in types.usable:
                 rate = types.rates[r]
-                # `_f`, its memory read here first: this runs twice per job and type, every round.
                 d = max(1, math.ceil(remaining / (delta * rate)))
-                utility = known_f.get(elapsed + d)
-                density = (f(elapsed + d, gamma3) if utility is None else utility) / (n_gpus * d)
+                density = curve.at(elapsed + d) / (n_gpus * d)
                 highest = upper[r]
                 if highest is None or density > highest:
                     upper[r] = density
                 # The floor assumes the spread penalty too, so a job that must span
                 # nodes (or types) is still admitted into an empty cluster.
                 d_spread = max(1, math.ceil(remaining / (delta * rate * spread)))
-                utility = known_f.get(elapsed + d_spread)
-                f_spread = (f(elapsed + d_spread, gamma3) if utility is None else utility) / (n_gpus * d_spread)
+                f_spread = curve.at(elapsed + d_spread) / (n_gpus * d_spread)
                 if f_spread < lowest:
                     lowest = f_spread
         if not jobs:
@@ -238,11 +247,11 @@ class HadarPlanner:
                          self._params.horizon_slots, groups=self._node_type)
         jobs = self._in_planning_order(jobs)
         layouts: dict[str, Layout] = {}
-        for state, remaining, elapsed, gamma3, types in jobs:
+        for state, remaining, elapsed, curve, types in jobs:
             rows = self._rows(book, types.rates, state.job.n_gpus, types)
             if not any(rows):
                 continue
-            plan = best_plan(rows, remaining, self._finish_utility(elapsed, gamma3),
+            plan = best_plan(rows, remaining, _finish_utility(curve, elapsed),
                              self._params.max_wait_slots)
             if plan is None:
                 continue
@@ -260,9 +269,9 @@ class HadarPlanner:
             return jobs
 
         # Highest utility density first; sorting indices by a list's items calls no Python key.
-        f, d_min = self._f, self._d_min
-        by_density = [-(f(elapsed + 1, gamma3) / (state.job.n_gpus * d_min[state.job_id]))
-                      for state, _, elapsed, gamma3, _ in jobs]
+        d_min = self._d_min
+        by_density = [-(curve.at(elapsed + 1) / (state.job.n_gpus * d_min[state.job_id]))
+                      for state, _, elapsed, curve, _ in jobs]
         if order == "utility_density":
             return [jobs[i] for i in sorted(range(len(jobs)), key=by_density.__getitem__)]
         # Remaining time on the fastest usable type, in seconds (a lower bound on the finish).
@@ -292,46 +301,6 @@ class HadarPlanner:
                 # search would find no option), and a job offered nothing gets no plan.
                 rows.append([])
         return rows
-
-    def _f(self, slots: int, gamma3: float) -> float:
-        """The utility of finishing ``slots`` slots after arrival, for a job whose knee is ``gamma3``.
-
-        Remembered: a job running at full speed finishes in the same slot round
-        after round, and every round asks again.
-        """
-        row = self._utility_row(gamma3)
-        value = row.get(slots)
-        if value is None:
-            if self._n_utilities >= _UTILITIES_KEPT:
-                self._utilities.clear()
-                self._n_utilities = 0
-                row = self._utility_row(gamma3)
-            value = row[slots] = sigmoid_utility(
-                slots, self._params.utility_gamma1, self._params.utility_gamma2, gamma3)
-            self._n_utilities += 1
-        return value
-
-    def _utility_row(self, gamma3: float) -> dict[int, float]:
-        """The utilities `_f` remembers for the knee ``gamma3``, by slots.
-
-        Read directly where utilities are asked most (twice per job and type
-        every round): an int key costs less than a (slots, knee) one. A row
-        read before `_f` forgets everything only misses from then on.
-        """
-        row = self._utilities.get(gamma3)
-        if row is None:
-            row = self._utilities[gamma3] = {}
-        return row
-
-    def _finish_utility(self, elapsed: int, gamma3: float) -> Callable[[int], float]:
-        """The utility of finishing in slot t of this round's plan (slot 0 is now), as a function of t."""
-        known, f = self._utility_row(gamma3), self._f
-
-        def utility(t: int) -> float:
-            value = known.get(elapsed + t + 1)
-            return value if value is not None else f(elapsed + t + 1, gamma3)
-
-        return utility
 
     def slot_options(self, book: PriceBook, slot: int, rates: Sequence[float] | np.ndarray, n_gpus: int,
                      types: JobTypes | None = None) -> list[Option]:
@@ -489,7 +458,7 @@ class HadarPlanner:
         """
         shape = self._shapes.get(layout)
         if shape is None:
-            if len(self._shapes) >= _UTILITIES_KEPT:
+            if len(self._shapes) >= _SHAPES_KEPT:
                 self._shapes.clear()
             node_type = self._node_type
             shape = self._shapes[layout] = tuple(sorted(tuple(sorted((node_type[node], n) for node, n in take))
@@ -636,6 +605,15 @@ class _InShape:
 
     def _gpus_on(self, state: JobState, node: int) -> int:
         return sum(1 for g in state.gpu_ids if self._gpu_node[g] == node)
+
+
+def _finish_utility(curve: UtilityCurve, elapsed: int) -> Callable[[int], float]:
+    """The utility of finishing in slot t of this round's plan (slot 0 is now), as a function of t."""
+
+    def utility(t: int) -> float:
+        return curve.at(elapsed + t + 1)
+
+    return utility
 
 
 def _start_on(free: TentativeAllocation, state: JobState, layout: Layout) -> Start:

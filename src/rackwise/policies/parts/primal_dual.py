@@ -44,6 +44,47 @@ def sigmoid_utility(slots: float, gamma1: float, gamma2: float, gamma3: float,
     return max(value, floor * gamma1)
 
 
+# Past |z| = 40 the sigmoid is flat in doubles: exp(-40) < 2**-54, so 1 + exp(z) rounds to 1
+# and the value is gamma1; gamma1 / (1 + exp(40)) < 1e-17 * gamma1, so the floor wins.
+_FLAT_Z = 41.0
+
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class UtilityCurve:
+    """`sigmoid_utility` of one knee as a function of whole slots, each value worked out once.
+
+    Outside a window of about ``2 * 41 / gamma2`` slots around the knee the
+    curve is flat in doubles (``gamma1`` before, the floor after), so only
+    the window's values are kept, in a list grown as far as asked.
+    ``gamma1`` and ``gamma2`` must be positive (`HadarParameters` checks).
+    """
+
+    def __init__(self, gamma1: float, gamma2: float, gamma3: float) -> None:
+        self.gamma1, self.gamma2, self.gamma3 = gamma1, gamma2, gamma3
+        reach = _FLAT_Z / gamma2
+        self.first = math.floor(gamma3 - reach)  # slots below it: the curve's top, exactly
+        self.last = math.ceil(gamma3 + reach)  # slots above it: its floor, exactly
+        self.top = sigmoid_utility(self.first - 1, gamma1, gamma2, gamma3)
+        self.bottom = sigmoid_utility(self.last + 1, gamma1, gamma2, gamma3)
+        self.values: list[float] = []  # slots first, first + 1, ...; -1.0 until asked (values are > 0)
+        self.users = 0  # jobs planning with it: the planner forgets it when none is left
+
+    def at(self, slots: int) -> float:
+        """The utility of finishing ``slots`` slots after arrival: ``sigmoid_utility``'s value."""
+        i = slots - self.first
+        if i < 0:
+            return self.top
+        if slots > self.last:
+            return self.bottom
+        values = self.values
+        if i >= len(values):
+            values.extend([-1.0] * (i + 1 - len(values)))
+        value = values[i]
+        if value < 0.0:
+            value = values[i] = sigmoid_utility(slots, self.gamma1, self.gamma2, self.gamma3)
+        return value
+
+
 # Options and plans are made by the million and read-only by convention, not frozen: the
 # __init__ a dataclass generates stays Python in the compiled build, and a frozen one sets
 # every field through object.__setattr__. Their own __init__ compiles.
