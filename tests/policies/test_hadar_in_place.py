@@ -157,3 +157,16 @@ def test_decisions_give_every_job_its_planned_shape_and_no_gpu_twice(data: st.Da
             assert g not in held, f"GPU {g} given to {job_id} and {held.get(g)}"
             held[g] = job_id
     assert preempted <= set(c.running)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, TOPOLOGY.n_nodes - 1), st.integers(1, 4)),
+                         min_size=1, max_size=3, unique_by=lambda e: e[0]), min_size=1, max_size=3))
+def test_a_layouts_shape_is_its_copies_gpu_types_and_counts(copies: list[list[tuple[int, int]]]) -> None:
+    """One copy on one node (built, not remembered) and any other layout (remembered) alike."""
+    planner = _Cluster().policy.planner
+    layout = tuple(tuple(sorted(take)) for take in copies)
+    types = planner.node_type
+    expected = sorted(sorted((types[node], n) for node, n in take) for take in layout)
+    for _ in range(2):  # the second time from memory
+        assert [list(copy) for copy in planner._shape(layout)] == expected

@@ -49,6 +49,7 @@ from rackwise.workload.state import JobState, Status
 
 Take = tuple[tuple[int, int], ...]  # (node id, GPUs) of one copy
 Layout = tuple[Take, ...]  # one take per copy
+Shape = tuple[tuple[tuple[int, int], ...], ...]  # per copy, sorted: its nodes' (GPU type, GPUs), sorted
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -121,10 +122,11 @@ class HadarPlanner:
         self._min_nodes_of: list[dict[int, int]] = [{} for _ in types]  # [type][GPUs]: see `_min_nodes`
         self._d_min: dict[str, int] = {}
         self._types: dict[str, JobTypes] = {}
-        # A running job's layout, with the GPUs and copies it was read from: kept while they stay.
-        self._current: dict[str, tuple[tuple[tuple[int, ...], int], Layout]] = {}
+        # A running job's layout and its shape, with the GPUs and copies they were read from:
+        # kept while those stay.
+        self._current: dict[str, tuple[tuple[tuple[int, ...], int], Layout, Shape]] = {}
         self._curves: dict[float, UtilityCurve] = {}  # by knee, while some job's utility has it
-        self._shapes: dict[Layout, tuple[tuple[tuple[int, int], ...], ...]] = {}  # see `_shape`
+        self._shapes: dict[Layout, Shape] = {}  # see `_shape`
         self._constants: dict[str, tuple[JobTypes, UtilityCurve]] = {}  # see `_job_constants`
         self._used = PriceBook.flat(self._capacities, groups=self._node_type)  # see `used_book`
 
@@ -428,11 +430,11 @@ class HadarPlanner:
         for state in active:
             layout = layouts.get(state.job_id)
             if state.status is Status.RUNNING:
-                current = self._current_layout(gpu_node, state)
+                current, current_shape = self._current_layout(gpu_node, state)
                 if layout == current:
                     continue
                 if in_shape and layout is not None and len(layout) == len(current) \
-                        and self._shape(layout) == self._shape(current):
+                        and self._shape(layout) == current_shape:
                     kept[state.job_id] = state
                     continue
                 moving.append(state)
@@ -451,11 +453,15 @@ class HadarPlanner:
         preempt = [state.job_id for state in moving + placing.evicted]
         return Decisions(start=tuple(starts), preempt=tuple(preempt))
 
-    def _shape(self, layout: Layout) -> tuple[tuple[tuple[int, int], ...], ...]:
+    def _shape(self, layout: Layout) -> Shape:
         """Per copy, its nodes' (GPU type, GPUs): what a layout's progress depends on.
 
-        Remembered: a kept job's layout, and often its plan, are asked again every round.
+        Remembered: a kept job's plan is often asked again every round. One
+        copy on one node, the most common layout, is cheaper to build than to look up.
         """
+        if len(layout) == 1 and len(layout[0]) == 1:
+            node, n = layout[0][0]
+            return (((self._node_type[node], n),),)
         shape = self._shapes.get(layout)
         if shape is None:
             if len(self._shapes) >= _SHAPES_KEPT:
@@ -465,15 +471,16 @@ class HadarPlanner:
                                                         for take in layout))
         return shape
 
-    def _current_layout(self, gpu_node: tuple[int, ...], state: JobState) -> Layout:
-        """`current_layout`, worked out again only when the job's GPUs changed."""
+    def _current_layout(self, gpu_node: tuple[int, ...], state: JobState) -> tuple[Layout, Shape]:
+        """`current_layout` and its `_shape`, worked out again only when the job's GPUs changed."""
         key = (state.gpu_ids, state.copies)
         cached = self._current.get(state.job_id)
         if cached is not None and cached[0] == key:
-            return cached[1]
+            return cached[1], cached[2]
         layout = current_layout(gpu_node, state)
-        self._current[state.job_id] = (key, layout)
-        return layout
+        shape = self._shape(layout)
+        self._current[state.job_id] = (key, layout, shape)
+        return layout, shape
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -492,9 +499,9 @@ class _InShape:
         self._gpu_node, self._node_type = gpu_node, node_type
         self._room = free.free_counts()  # free GPUs left per node
         # _by_room[type][g]: the type's nodes with g free GPUs left, ascending
-        self._by_room: dict[int, dict[int, list[int]]] = {}
+        self._by_room: list[dict[int, list[int]]] = [{} for _ in range(max(node_type, default=-1) + 1)]
         for node, room in enumerate(self._room):
-            self._by_room.setdefault(node_type[node], {}).setdefault(room, []).append(node)
+            self._by_room[node_type[node]].setdefault(room, []).append(node)
         self._kept_on: dict[int, list[JobState]] = {}
         self._kept_gpus: dict[int, int] = {}  # per node, the GPUs its kept jobs hold there
         for state in kept.values():
