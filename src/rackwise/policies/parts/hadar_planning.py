@@ -502,14 +502,27 @@ class _InShape:
         self._by_room: list[dict[int, list[int]]] = [{} for _ in range(max(node_type, default=-1) + 1)]
         for node, room in enumerate(self._room):
             self._by_room[node_type[node]].setdefault(room, []).append(node)
-        self._kept_on: dict[int, list[JobState]] = {}
-        self._kept_gpus: dict[int, int] = {}  # per node, the GPUs its kept jobs hold there
-        for state in kept.values():
-            for node in dict.fromkeys(map(gpu_node.__getitem__, state.gpu_ids)):
-                self._kept_on.setdefault(node, []).append(state)
-            for node in map(gpu_node.__getitem__, state.gpu_ids):
-                self._kept_gpus[node] = self._kept_gpus.get(node, 0) + 1
+        self._kept = kept
+        # Per node, the kept jobs on it and the GPUs they hold there: made when first asked
+        # (`_make_room`), as most placements find room without them.
+        self._kept_on: dict[int, list[JobState]] | None = None
+        self._kept_gpus: dict[int, int] = {}
         self.evicted: list[JobState] = []
+
+    def _kept_tables(self) -> dict[int, list[JobState]]:
+        """``_kept_on``, made on the first call (and ``_kept_gpus`` with it)."""
+        if self._kept_on is None:
+            kept_on: dict[int, list[JobState]] = {}
+            for state in self._kept.values():
+                counts: dict[int, int] = {}
+                for gpu in state.gpu_ids:
+                    node = self._gpu_node[gpu]
+                    counts[node] = counts.get(node, 0) + 1
+                for node, k in counts.items():
+                    kept_on.setdefault(node, []).append(state)
+                    self._kept_gpus[node] = self._kept_gpus.get(node, 0) + k
+            self._kept_on = kept_on
+        return self._kept_on
 
     def _change(self, node: int, by: int) -> None:
         """``by`` more free GPUs left on ``node`` (fewer when negative)."""
@@ -589,23 +602,24 @@ class _InShape:
         (that node, the jobs moved), or None if no node can have ``n`` free so.
         Only nodes holding kept jobs can gain room, so only those are looked at.
         """
+        kept_on = self._kept_tables()
         room, kept_gpus = self._room, self._kept_gpus
-        candidates = [node for node in self._kept_on
+        candidates = [node for node in kept_on
                       if self._node_type[node] == node_type and node not in used
                       and room[node] + kept_gpus[node] >= n]
         if not candidates:
             return None
         node = min(candidates, key=lambda m: (-room[m], m))
         moved: list[JobState] = []
-        for state in sorted(self._kept_on[node], key=lambda s: -self._gpus_on(s, node)):
+        for state in sorted(kept_on[node], key=lambda s: -self._gpus_on(s, node)):
             if room[node] >= n:
                 break
             for gpu in state.gpu_ids:
                 other = self._gpu_node[gpu]
                 self._change(other, 1)
                 kept_gpus[other] -= 1
-                if state in self._kept_on.get(other, ()):
-                    self._kept_on[other].remove(state)
+                if state in kept_on.get(other, ()):
+                    kept_on[other].remove(state)
             moved.append(state)
         self.evicted.extend(moved)
         return node, moved
