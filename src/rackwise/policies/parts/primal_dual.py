@@ -204,6 +204,18 @@ def _earliest_finish(by_speed: Sequence[Option | None], work: float) -> int | No
     return last + max(0, math.ceil((work - done) / tail.progress - 1e-9) - 1)
 
 
+def _all_alike(rows: Sequence[Sequence[Option]], option: Option) -> bool:
+    """Whether every row offers just ``option`` (an equal one: same cost, progress and take)."""
+    for row in rows:
+        if len(row) != 1:
+            return False
+        other = row[0]
+        if other is not option and not (other.cost == option.cost and other.progress == option.progress
+                                        and other.take == option.take):
+            return False
+    return True
+
+
 def best_plan(options: Sequence[Sequence[Option]], work: float, utility: Callable[[int], float],
               max_wait_slots: int) -> Plan | None:
     """The dual subroutine: the plan maximising utility minus cost, or None if none pays.
@@ -218,7 +230,7 @@ def best_plan(options: Sequence[Sequence[Option]], work: float, utility: Callabl
     if not options:
         return None
     first = options[0]
-    if len(first) == 1 and all(row is first or row == first for row in options):
+    if len(first) == 1 and _all_alike(options, first[0]):
         # The same single option in every slot (a book whose slots hold equal loads, as
         # they mostly do): the floor and the greedy's order need no search.
         return _uniform_plan(first[0], len(options), work, utility, max_wait_slots)
