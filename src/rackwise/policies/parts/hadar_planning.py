@@ -23,7 +23,7 @@ import heapq
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from mypy_extensions import mypyc_attr
@@ -90,6 +90,7 @@ class JobTypes:
         return cls(tuple(values), usable, at_least, fastest, tiers)
 
 
+_UNKNOWN: Any = object()  # not in a memo yet (None is an answer)
 _SHAPES_KEPT = 1 << 16  # layout shapes remembered at most, then forgotten at once
 
 # A job to plan this round: (state, remaining iterations, slots since arrival, its utility, its types).
@@ -347,11 +348,11 @@ class HadarPlanner:
         Remembered in the book until it changes: the next job of the same size
         and types after one that took nothing asks the same question.
         """
-        key = ("local", slot, tuple(types), n_gpus)
-        if key not in book.memo:
-            book.memo[key] = self._search_local(book, slot, types, n_gpus)
-        found: tuple[float, Take] | None = book.memo[key]
-        return found
+        key = (slot, tuple(types), n_gpus)  # the only tuple keys in the book's memo
+        found = book.memo.get(key, _UNKNOWN)
+        if found is _UNKNOWN:
+            found = book.memo[key] = self._search_local(book, slot, types, n_gpus)
+        return cast("tuple[float, Take] | None", found)
 
     def _search_local(self, book: PriceBook, slot: int, types: Sequence[int],
                       n_gpus: int) -> tuple[float, Take] | None:
