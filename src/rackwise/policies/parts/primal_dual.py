@@ -180,8 +180,16 @@ def _cost_floor(by_ratio: Sequence[Option | None], by_speed: Sequence[Option | N
     fastest option bounds that). The relative margin of 1e-9 is far above the
     rounding of the fills' few sums, so the bound holds for the computed costs.
     """
-    ratio = min([o.cost / o.progress for o in by_ratio if o is not None])
-    fastest = max([o.progress for o in by_speed if o is not None])
+    ratio = math.inf
+    for o in by_ratio:
+        if o is not None:
+            per_progress = o.cost / o.progress
+            if per_progress < ratio:
+                ratio = per_progress
+    fastest = -math.inf
+    for o in by_speed:
+        if o is not None and o.progress > fastest:
+            fastest = o.progress
     covered = work - 1e-9 * (1.0 + fastest)
     if ratio <= 0 or covered <= 0:
         return -math.inf
@@ -430,10 +438,9 @@ class PriceBook:
         self._cap = classes.capacity
         self._group_classes = classes.group_classes
         self._classes_of: dict[tuple[int, ...], list[int]] = {}
-        curves = [np.concatenate([[0.0], np.cumsum(position_prices(lower, u, c))])
-                  for c, u in zip(classes.capacity, classes.upper)]
         # Plain floats: the same values, faster.
-        self._cum_values: list[list[float]] = [curve.tolist() for curve in curves]
+        self._cum_values: list[list[float]] = [[0.0, *np.cumsum(position_prices(lower, u, c)).tolist()]
+                                               for c, u in zip(classes.capacity, classes.upper)]
         self._cum = list(map(self._cum_values.__getitem__, self._class_of))  # a class's nodes share one
         # _by_load[slot][class][g]: the class's nodes holding g committed GPUs, ascending.
         self._by_load = [[[list(nodes) if g == 0 else [] for g in range(cap + 1)]
