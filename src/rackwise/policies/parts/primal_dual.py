@@ -29,7 +29,14 @@ def position_prices(lower: float, upper: float, capacity: int) -> np.ndarray:
     marginal sum of the price curve.
     """
     ratio = upper / lower if lower > 0 else 1.0
-    return lower * ratio ** (np.arange(capacity) / capacity)
+    exponents = _EXPONENTS.get(capacity)
+    if exponents is None:  # a book is built every round, on nodes of a few sizes
+        exponents = _EXPONENTS[capacity] = np.arange(capacity) / capacity
+        exponents.flags.writeable = False
+    return lower * ratio ** exponents
+
+
+_EXPONENTS: dict[int, np.ndarray] = {}  # k / capacity, k = 0..capacity-1, by capacity (read-only arrays)
 
 
 def sigmoid_utility(slots: float, gamma1: float, gamma2: float, gamma3: float,
@@ -243,7 +250,7 @@ def best_plan(options: Sequence[Sequence[Option]], work: float, utility: Callabl
         # they mostly do): the floor and the greedy's order need no search.
         return _uniform_plan(first[0], len(options), work, utility, max_wait_slots)
     fills: tuple[list[Option | None], ...]
-    if max(map(len, options)) <= 1:
+    if all(len(row) <= 1 for row in options):
         # One option a slot at most (the common case): the cheapest is the fastest.
         by_ratio = by_speed = [row[0] if row else None for row in options]
         fills = (by_ratio,)
