@@ -49,7 +49,7 @@ from rackwise.workload.state import JobState, Status
 
 Take = tuple[tuple[int, int], ...]  # (node id, GPUs) of one copy
 Layout = tuple[Take, ...]  # one take per copy
-Shape = tuple[tuple[tuple[int, int], ...], ...]  # per copy, sorted: its nodes' (GPU type, GPUs), sorted
+Shape = tuple[tuple[tuple[int, int], ...], ...]  # per copy its nodes' (GPU type, GPUs); all sorted
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)

@@ -21,6 +21,8 @@ from mypy_extensions import mypyc_attr
 
 from rackwise.frozen import pickled_by_constructor
 
+_EXPONENTS: dict[int, np.ndarray] = {}  # k / capacity, k = 0..capacity-1, by capacity (read-only arrays)
+
 
 def position_prices(lower: float, upper: float, capacity: int) -> np.ndarray:
     """Price of the k-th GPU taken on a node of ``capacity`` GPUs, k = 0..capacity-1.
@@ -34,9 +36,6 @@ def position_prices(lower: float, upper: float, capacity: int) -> np.ndarray:
         exponents = _EXPONENTS[capacity] = np.arange(capacity) / capacity
         exponents.flags.writeable = False
     return lower * ratio ** exponents
-
-
-_EXPONENTS: dict[int, np.ndarray] = {}  # k / capacity, k = 0..capacity-1, by capacity (read-only arrays)
 
 
 def sigmoid_utility(slots: float, gamma1: float, gamma2: float, gamma3: float,
