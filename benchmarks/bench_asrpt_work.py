@@ -120,8 +120,9 @@ def _count(counts: Counter[str]) -> None:
             counts["running jobs ranked"] += 1
             counts["below the best waiting key"] += key[0] < best_waiting[0]
             # As `_ranked` works them out (its cache keeps neither for a job read off a line).
-            attained = state.iters_at(now) * self._facts[state.job_id].unit
-            dist = self._survival_distribution(state.job) or self._dists[state.job_id]
+            rank = self._ranks[state.job_id]
+            attained = state.iters_at(now) * rank.unit
+            dist = self._survival_distribution(state.job) or rank.own
             bound = bounds.get(state.job_id)
             if (bound is not None and bound[1] is dist and bound[2] <= attained < bound[3]
                     and bound[0] * (1 + MARGIN) < best_waiting[0]):

@@ -67,22 +67,64 @@ ORACLES = ("oracle", "class-oracle")  # predictors told true sizes
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
-class _JobFacts:
-    """What a job's rank reads besides its state, fixed once the job is predicted.
+class _ClassRead:
+    """A class's size distribution as read by the current ranking (`PredictedSrpt._ranked`).
 
-    A class, not a named tuple: the compiled build reads its fields directly
-    (a rank reads them for every job at every event).
+    Shared by the class's jobs: a ranking reads the class's distribution
+    once, whichever of its jobs asks first.
     """
 
-    __slots__ = ("job_class", "seq", "submit_time", "unit", "vm_s_per_iter")
+    __slots__ = ("dist", "job_class", "read_in")
+
+    def __init__(self, job_class: tuple[str | None, int]) -> None:
+        self.job_class = job_class
+        self.dist: SizeDistribution | None = None
+        self.read_in = -1  # the ranking that read it
+
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class _JobRank:
+    """What a job's rank reads besides its state, and the rank last worked out from it.
+
+    One object per predicted job, not a table per fact: a rank is asked for
+    every job at every event, and the compiled build reads these fields
+    directly. The facts are fixed once the job is predicted (``own``, its
+    own distribution, changes with a new forest); the rest is a cache that
+    is used only while the distribution it came from is the job's.
+    """
+
+    __slots__ = ("line_end", "line_high", "line_intercept", "line_low", "line_slope",
+                 "line_start", "of_class", "on_line", "own", "rank_attained", "rank_dist", "rank_value",
+                 "seq", "submit_time", "unit", "vm_s_per_iter", "waiting_dist", "waiting_done",
+                 "waiting_entry")
 
     def __init__(self, unit: float, vm_s_per_iter: float, submit_time: float, seq: int,
-                 job_class: tuple[str | None, int]) -> None:
+                 of_class: _ClassRead) -> None:
         self.unit = unit  # prediction-target units per iteration
         self.vm_s_per_iter = vm_s_per_iter  # g * tau* / G
         self.submit_time = submit_time
         self.seq = seq  # how many jobs were known when it was predicted
-        self.job_class = job_class
+        self.of_class = of_class
+        self.own: SizeDistribution | None = None  # set when ranks read distributions
+        # The rank at ``rank_attained`` from ``rank_dist``, and the line it lies on
+        # there (`RankLine`'s fields; ``on_line`` false: on none).
+        self.rank_dist: SizeDistribution | None = None
+        self.rank_attained = 0.0
+        self.rank_value = 0.0
+        self.on_line = False
+        self.line_start = self.line_end = self.line_low = self.line_high = 0.0
+        self.line_intercept = self.line_slope = 0.0
+        # A waiting job's entry, with the distribution and progress it came from.
+        self.waiting_dist: SizeDistribution | None = None
+        self.waiting_done = 0.0
+        self.waiting_entry: tuple[Key, JobState] | None = None
+
+    def keep_line(self, line: RankLine | None) -> None:
+        """Remember the line the last rank lies on (None: on none)."""
+        self.on_line = line is not None
+        if line is not None:
+            (self.line_start, self.line_end, self.line_low, self.line_high, self.line_intercept,
+             self.line_slope) = line
 
 
 def predictor_capabilities(params: AsrptParameters, base: Capabilities) -> Capabilities:
@@ -164,12 +206,10 @@ class PredictedSrpt:
         self._features: dict[str, JobFeatures] = {}
         self._estimate_iters: dict[str, float] = {}  # current prediction, overruns included
         self._predicted: dict[str, tuple[float, str]] = {}  # prediction the job was scheduled on
-        self._facts: dict[str, _JobFacts] = {}  # once predicted
+        self._ranks: dict[str, _JobRank] = {}  # once predicted
+        self._classes: dict[tuple[str | None, int], _ClassRead] = {}
+        self._n_rankings = 0  # `_ranked` calls so far: when each class's distribution was read
         self._graphs: dict[str, JobGraph] = {}
-        self._dists: dict[str, SizeDistribution] = {}
-        self._rank_cache: dict[str, tuple[float, SizeDistribution, float, RankLine | None]] = {}
-        # A waiting job's key as last ranked, with the distribution and progress it came from.
-        self._waiting_entries: dict[str, tuple[SizeDistribution, float, tuple[Key, JobState]]] = {}
         self._arrived_sizes: dict[tuple[str | None, int], list[float]] = {}  # class-oracle: true sizes
         self._survival = (ClassSizes(params.survival_window, params.overrun_factor, params.survival_refresh)
                           if params.predictor == "survival" else None)
@@ -220,9 +260,8 @@ class PredictedSrpt:
         job_id = job.job_id
         self._vm.advance(now)
         self._vm.remove(job_id)
-        facts = self._facts.pop(job_id, None)
-        for table in (self._estimate_iters, self._graphs, self._waiting, self._dists, self._rank_cache,
-                      self._waiting_entries):
+        facts = self._ranks.pop(job_id, None)
+        for table in (self._estimate_iters, self._graphs, self._waiting):
             table.pop(job_id, None)
         entry = self._predicted.pop(job_id, None)
         if entry is None or facts is None:
@@ -266,23 +305,25 @@ class PredictedSrpt:
 
     def _repredict(self) -> None:
         """New forest: new predictions for jobs that have not started yet."""
-        ids = [job_id for job_id in self._waiting if job_id in self._facts]
+        ranks = self._ranks
+        ids = [job_id for job_id in self._waiting if job_id in ranks]
         guesses = self._predictor.predict([self._features[job_id] for job_id in ids])
         for job_id, (value, source) in zip(ids, guesses):
-            iters = value / self._facts[job_id].unit
+            iters = value / ranks[job_id].unit
             self._predicted[job_id] = (iters, source)
             self._set_estimate(job_id, iters)
         if self._params.rank != "vm" and ids:
             dists = self._predictor.distributions([self._features[job_id] for job_id in ids],
                                                   beyond_factor=self._params.overrun_factor)
-            self._dists.update(zip(ids, dists))
+            for job_id, dist in zip(ids, dists):
+                ranks[job_id].own = dist
 
     def _set_estimate(self, job_id: str, iters: float) -> None:
         delta = iters - self._estimate_iters[job_id]
         self._estimate_iters[job_id] = iters
         if delta:
             self._overruns.estimate_changed(job_id)
-            self._vm.grow(job_id, delta * self._facts[job_id].vm_s_per_iter)
+            self._vm.grow(job_id, delta * self._ranks[job_id].vm_s_per_iter)
 
     # --------------------------------------------------------------- schedule
     def schedule(self, view: ClusterView, now: float) -> Decisions:
@@ -405,7 +446,11 @@ class PredictedSrpt:
         rate = view.perf.rate(job, ideal.gpu_ids, {})
         per_iter = job.n_gpus / (rate * self._capacity_gpus) if rate > 0 else 0.0
         unit = self._target_unit(rate)
-        self._facts[job.job_id] = _JobFacts(unit, per_iter, job.submit_time, len(self._facts), job_class(job))
+        cls = job_class(job)
+        of_class = self._classes.get(cls)
+        if of_class is None:
+            of_class = self._classes[cls] = _ClassRead(cls)
+        rank = self._ranks[job.job_id] = _JobRank(unit, per_iter, job.submit_time, len(self._ranks), of_class)
         if self._params.predictor == "oracle":
             iters, source = job.total_iters * self._oracle_error_factor(job.job_id), "oracle"
         elif self._params.predictor == "class-oracle":
@@ -426,7 +471,7 @@ class PredictedSrpt:
                 dist = SizeDistribution(list(self._arrived_sizes[job_class(job)]), beyond_factor=beyond)
             else:  # for "survival", the answer should its class lose its own distribution
                 dist = self._predictor.distributions([self._features[job.job_id]], beyond_factor=beyond)[0]
-            self._dists[job.job_id] = dist
+            rank.own = dist
         self._estimate_iters[job.job_id] = iters
         self._vm.add(job.job_id, iters * per_iter, job.submit_time)
 
@@ -457,22 +502,22 @@ class PredictedSrpt:
         # Asked for every running and waiting job at every event: the look-ups are bound once.
         survival = self._survival
         class_sizes = survival.distribution if survival is not None else None
-        attained_of, dists, rank_cache, facts = self._attained, self._dists, self._rank_cache, self._facts
-        waiting_entries = self._waiting_entries
-        by_class: dict[tuple[str | None, int], SizeDistribution | None] = {}  # no class changes in a call
+        attained_of, ranks = self._attained, self._ranks
+        self._n_rankings = ranking = self._n_rankings + 1  # no class changes in a call
         running = Status.RUNNING
         for job_id, state in items:
-            known = facts[job_id]
-            unit, per_iter, cls = known.unit, known.vm_s_per_iter, known.job_class
+            known = ranks[job_id]
+            unit, per_iter = known.unit, known.vm_s_per_iter
             # `_survival_distribution`, inlined
             if class_sizes is None:
-                dist = dists[job_id]
+                dist = known.own
             else:
-                if cls in by_class:
-                    of_class = by_class[cls]
-                else:
-                    of_class = by_class[cls] = class_sizes(cls, attained_of)
-                dist = of_class or dists[job_id]
+                of_class = known.of_class
+                if of_class.read_in != ranking:
+                    of_class.dist = class_sizes(of_class.job_class, attained_of)
+                    of_class.read_in = ranking
+                dist = of_class.dist if of_class.dist is not None else known.own
+            assert dist is not None  # every predicted job has a distribution when ranks read them
             done = state.iters_done
             is_running = state.status is running
             if is_running:  # `iters_at`, inlined (max and min spelt out: cheaper)
@@ -483,26 +528,24 @@ class PredictedSrpt:
                     total = state.job.total_iters
                     if not done < total:
                         done = total
-            elif (held := waiting_entries.get(job_id)) is not None and held[0] is dist \
-                    and held[1] == done and held[2][1] is state:
+            elif known.waiting_dist is dist and known.waiting_done == done \
+                    and (held := known.waiting_entry) is not None and held[1] is state:
                 # A waiting job's key follows from its distribution and its progress alone.
-                out.append(held[2])
+                out.append(held)
                 continue
             attained = done * unit
-            value = None
+            value, found = 0.0, True
             if attained >= dist.largest:  # past every sample, whichever the rank
                 value = dist.beyond_factor * attained
-            elif (cached := rank_cache.get(job_id)) is not None and cached[1] is dist:
-                if cached[0] == attained:  # a waiting job, or no progress since
-                    value = cached[2]
-                elif (line := cached[3]) is not None:
-                    # `RankLine.holds`, inlined: a running job's rank, asked at every event
-                    start, end, low, high, intercept, slope = line
-                    if start < attained < end:
-                        to_go = end - attained
-                        if low <= to_go < high:  # the entry is kept: its line holds on
-                            value = intercept + slope * to_go
-            if value is None:
+            elif known.rank_dist is dist and known.rank_attained == attained:
+                value = known.rank_value  # a waiting job, or no progress since
+            elif known.rank_dist is dist and known.on_line and known.line_start < attained < known.line_end \
+                    and known.line_low <= known.line_end - attained < known.line_high:
+                # `RankLine.holds`, inlined: a running job's rank, asked at every event
+                value = known.line_intercept + known.line_slope * (known.line_end - attained)
+            else:
+                found = False
+            if not found:
                 if bar is not None and is_running:
                     # Rounding is monotone: a bound key under ``bar`` means the rank's key is too.
                     bound = dist.rank_bound(attained) / unit * per_iter
@@ -513,11 +556,12 @@ class PredictedSrpt:
                     value, line = dist.gittins_line(attained)
                 else:
                     value, line = dist.expected_remaining(attained), None
-                rank_cache[job_id] = (attained, dist, value, line)
+                known.rank_dist, known.rank_attained, known.rank_value = dist, attained, value
+                known.keep_line(line)
             key = value / unit * per_iter
             entry = ((key, known.submit_time, known.seq, job_id), state)
             if not is_running:
-                waiting_entries[job_id] = (dist, done, entry)
+                known.waiting_dist, known.waiting_done, known.waiting_entry = dist, done, entry
             elif bar is not None and key < bar:
                 under.append(entry)
                 continue
@@ -537,8 +581,8 @@ class PredictedSrpt:
             return 0.0
         now, view = self._now_view
         state = view.running.get(job_id) or view.pending.get(job_id)
-        facts = self._facts.get(job_id)
-        return 0.0 if state is None else state.iters_at(now) * (0.0 if facts is None else facts.unit)
+        rank = self._ranks.get(job_id)
+        return 0.0 if state is None else state.iters_at(now) * (0.0 if rank is None else rank.unit)
 
     def _target_unit(self, ideal_rate: float) -> float:
         """Prediction-target units per iteration: tau* (seconds on the ideal placement) or 1."""
@@ -646,9 +690,11 @@ def _greedy_prefix(running: list[tuple[Key, JobState]], eligible: list[tuple[Key
     held = 0
     for _, state in ahead:
         held += state.job.n_gpus
-    if held < room:
+    if held <= room:
         desired.extend(ahead)
         room -= held
+        if room == 0:  # the cluster is theirs: no waiting job is desired
+            return desired, waiting
         i = len(ahead)
     while i < n_running or j < n_eligible:
         is_running = j == n_eligible or (i < n_running and running[i][0] < eligible[j][0])
