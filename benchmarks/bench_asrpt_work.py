@@ -72,7 +72,7 @@ def _count(counts: Counter[str]) -> None:
     distribution, build = class_sizes.ClassSizes.distribution, size_distribution._Envelope._build_envelope
     ranked, kaplan_meier = predicted_srpt.PredictedSrpt._ranked, class_sizes.kaplan_meier
     decide = predicted_srpt.PredictedSrpt._schedule
-    line, bound = SizeDistribution.gittins_line, SizeDistribution.rank_bound
+    line, rank_bound = SizeDistribution.gittins_line, SizeDistribution.rank_bound
     on_arrival, on_completion = predicted_srpt.PredictedSrpt.on_arrival, predicted_srpt.PredictedSrpt.on_completion
     asking: list[Hashable] = [None]
     idle = [False]  # no arrival or finish since a decision that did nothing
@@ -102,7 +102,7 @@ def _count(counts: Counter[str]) -> None:
 
     def counted_bound(self: SizeDistribution, attained: float) -> float:
         counts["rank bounds worked out"] += 1
-        return bound(self, attained)
+        return rank_bound(self, attained)
 
     def counted_build(self: size_distribution._Envelope) -> list[float]:
         counts["envelopes built"] += 1
@@ -110,19 +110,24 @@ def _count(counts: Counter[str]) -> None:
         return build(self)
 
     def counted_ranked(self: predicted_srpt.PredictedSrpt, items: Iterable[tuple[str, JobState]],
-                       now: float, below: float | None = None) -> list[tuple[predicted_srpt.Key, JobState]]:
-        out = ranked(self, items, now, below)
-        if not out or out[0][1].status is not Status.RUNNING:
+                       now: float, below: float | None = None
+                       ) -> tuple[list[tuple[predicted_srpt.Key, JobState]], list[JobState]]:
+        out, under = ranked(self, items, now, below)
+        if not under and (not out or out[0][1].status is not Status.RUNNING):
             best_waiting[0] = out[0][0][0] if out else float("inf")  # `_schedule` ranks the waiting first
-            return out
+            return out, under
         counts["decisions ranking running jobs"] += 1
-        for key, state in out:
+        # Those under the best waiting key have no key: their rank bound stands in.
+        keyed = [(None, state) for state in under] + [(key[0], state) for key, state in out]
+        for known_key, state in keyed:
             counts["running jobs ranked"] += 1
-            counts["below the best waiting key"] += key[0] < best_waiting[0]
             # As `_ranked` works them out (its cache keeps neither for a job read off a line).
             rank = self._ranks[state.job_id]
             attained = state.iters_at(now) * rank.unit
             dist = self._survival_distribution(state.job) or rank.own
+            key = (rank_bound(dist, attained) / rank.unit * rank.vm_s_per_iter if known_key is None
+                   else known_key)  # uncounted: `_ranked` did not ask for it
+            counts["below the best waiting key"] += known_key is None or key < best_waiting[0]
             bound = bounds.get(state.job_id)
             if (bound is not None and bound[1] is dist and bound[2] <= attained < bound[3]
                     and bound[0] * (1 + MARGIN) < best_waiting[0]):
@@ -131,8 +136,8 @@ def _count(counts: Counter[str]) -> None:
             values = dist.values
             k = bisect.bisect_right(values, attained)
             end = float(values[k]) if k < len(values) else attained  # past the last sample the rank grows
-            bounds[state.job_id] = (key[0], dist, attained, end)
-        return out
+            bounds[state.job_id] = (key, dist, attained, end)
+        return out, under
 
     def counted_on_arrival(self: predicted_srpt.PredictedSrpt, job: Job) -> None:
         idle[0] = False

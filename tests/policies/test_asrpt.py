@@ -330,11 +330,12 @@ def test_the_greedy_prefix_is_the_plain_merge_of_both_lists(
     is_running = {f"j{i}": running for i, (_, _, running) in enumerate(jobs)}
     running = [item for item in items if is_running[item[0][3]]]
     eligible = [item for item in items if not is_running[item[0][3]]]
-    # Running jobs keyed under every eligible one may come in any order (`PredictedSrpt._ranked`).
-    under = [item for item in running if not eligible or item[0] < eligible[0][0]]
-    if sum(item[1].job.n_gpus for item in under) <= capacity:  # as running jobs do, they fit together
+    # Some running jobs keyed under every eligible one are only named, in any order
+    # (`PredictedSrpt._ranked`); in key order when they hold more than the GPUs (sharing them).
+    n_under = rng.randint(0, sum(1 for item in running if eligible and item[0] < eligible[0][0]))
+    under = [state for _, state in running[:n_under]]
+    if sum(state.job.n_gpus for state in under) <= capacity:
         rng.shuffle(under)
-        running[:len(under)] = under
     desired, waiting, room = [], [], capacity  # the merge, walked one job at a time
     for item in items:
         if item[1].job.n_gpus <= room:
@@ -344,6 +345,6 @@ def test_the_greedy_prefix_is_the_plain_merge_of_both_lists(
             room -= item[1].job.n_gpus
             if room == 0:
                 break
-    got_desired, got_waiting = _greedy_prefix(running, eligible, capacity)
+    got_desired, got_waiting = _greedy_prefix(under, running[n_under:], eligible, capacity)
     assert got_waiting == waiting
-    assert sorted(got_desired) == desired
+    assert got_desired == [item for item in desired if item[0] not in {key for key, _ in running[:n_under]}]

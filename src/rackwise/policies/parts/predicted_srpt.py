@@ -355,17 +355,17 @@ class PredictedSrpt:
             pending: Iterable[tuple[str, JobState]] = view.pending.items()
             if gated:
                 pending = [(job_id, s) for job_id, s in pending if vm.is_overdue(job_id)]
-            eligible = ranked_eligible = self._ranked(pending, now)
+            eligible = ranked_eligible = self._ranked(pending, now)[0]
         if params.preempt and not gated:
             lowest_first: Callable[[], Iterable[tuple[Key, JobState]]]
             if params.rank == "vm":
                 desired, waiting = self._desired_in_vm_order(view)
                 lowest_first = partial(self._running_lowest_first, view.running)
             else:
-                ranked_running = self._ranked(view.running.items(), now,
-                                              below=ranked_eligible[0][0][0] if ranked_eligible else None)
-                desired, waiting = _greedy_prefix(ranked_running, ranked_eligible, self._capacity_gpus)
-                lowest_first = partial(reversed, ranked_running)
+                ranked_running, under = self._ranked(
+                    view.running.items(), now, below=ranked_eligible[0][0][0] if ranked_eligible else None)
+                desired, waiting = _greedy_prefix(under, ranked_running, ranked_eligible, self._capacity_gpus)
+                lowest_first = partial(reversed, ranked_running)  # those under are never victims
             starts, preempted = self._preempt_to_vm_order(view, desired, waiting, lowest_first,
                                                           free, now)
         else:
@@ -483,20 +483,19 @@ class PredictedSrpt:
         return math.exp(self._params.oracle_error * float(z))
 
     def _ranked(self, items: Iterable[tuple[str, JobState]], now: float,
-                below: float | None = None) -> list[tuple[Key, JobState]]:
+                below: float | None = None) -> tuple[list[tuple[Key, JobState]], list[JobState]]:
         """Jobs by the rank of their size distribution given the service they attained.
 
         ``below`` (the best waiting job's key, when ranking running jobs): a
-        running job that `SizeDistribution.rank_bound` shows to rank under it
-        gets that bound as its key instead of its rank. Every such job is
-        among the jobs to keep (they all fit, as they run together) and none
-        is a victim, so no decision reads its exact rank; working it out is
-        most of the cost when a class's distribution changes. Nor does any
-        read their order: the jobs keyed under ``below`` come first, unsorted,
-        and the rest after them in key order.
+        running job whose key is under it, or that `SizeDistribution.rank_bound`
+        shows to be, is only named, in the second list, in no order. Every
+        such job is among the jobs to keep (they all fit, as they run
+        together) and none is a victim, so no decision reads its key; working
+        it out is most of the cost when a class's distribution changes. The
+        first list is the rest, in key order.
         """
         out = []
-        under: list[tuple[Key, JobState]] = []  # running jobs keyed under ``bar``
+        under: list[JobState] = []  # running jobs keyed under ``bar``
         gittins = self._params.rank == "gittins"
         bar = below if gittins else None
         # Asked for every running and waiting job at every event: the look-ups are bound once.
@@ -550,7 +549,7 @@ class PredictedSrpt:
                     # Rounding is monotone: a bound key under ``bar`` means the rank's key is too.
                     bound = dist.rank_bound(attained) / unit * per_iter
                     if bound < bar:
-                        under.append(((bound, known.submit_time, known.seq, job_id), state))
+                        under.append(state)
                         continue
                 if gittins:
                     value, line = dist.gittins_line(attained)
@@ -563,11 +562,11 @@ class PredictedSrpt:
             if not is_running:
                 known.waiting_dist, known.waiting_done, known.waiting_entry = dist, done, entry
             elif bar is not None and key < bar:
-                under.append(entry)
+                under.append(state)
                 continue
             out.append(entry)
         out.sort(key=itemgetter(0))
-        return under + out if under else out
+        return out, under
 
     def _survival_distribution(self, job: Job) -> SizeDistribution | None:
         """The survival predictor's distribution for the job's class (None: another rule answers)."""
@@ -671,15 +670,17 @@ class PredictedSrpt:
         return wake if wake > now else math.nextafter(now, math.inf)
 
 
-def _greedy_prefix(running: list[tuple[Key, JobState]], eligible: list[tuple[Key, JobState]],
+def _greedy_prefix(under: list[JobState], running: list[tuple[Key, JobState]],
+                   eligible: list[tuple[Key, JobState]],
                    capacity: int) -> tuple[list[tuple[Key, JobState]], list[tuple[Key, JobState]]]:
     """The jobs of both key-ordered lists, merged in key order, that fit ``capacity`` GPUs greedily,
     and those of them that are ``eligible`` (waiting).
 
+    ``under`` are running jobs keyed under every eligible one, in any order:
+    they come first in the merge and are all taken, whatever their order (they
+    run together, so they fit), so they are left out of the jobs returned.
     Keys are unique (their last field is the job id), so the merge needs no
-    tie rule; it stops as soon as the GPUs are all spoken for. The running
-    jobs keyed under every eligible one may come first in any order: all of
-    them are taken, whatever their order (they run together, so they fit).
+    tie rule; it stops as soon as the GPUs are all spoken for.
     """
     desired: list[tuple[Key, JobState]] = []
     waiting: list[tuple[Key, JobState]] = []
@@ -688,6 +689,8 @@ def _greedy_prefix(running: list[tuple[Key, JobState]], eligible: list[tuple[Key
     # first in the merge; while they leave GPUs over, each is taken, so take them at once.
     ahead = running[:bisect_left(running, eligible[0][0], key=itemgetter(0))] if eligible else running
     held = 0
+    for state in under:
+        held += state.job.n_gpus
     for _, state in ahead:
         held += state.job.n_gpus
     if held <= room:
@@ -696,6 +699,13 @@ def _greedy_prefix(running: list[tuple[Key, JobState]], eligible: list[tuple[Key
         if room == 0:  # the cluster is theirs: no waiting job is desired
             return desired, waiting
         i = len(ahead)
+    else:  # more than the GPUs (running jobs sharing GPUs): the merge, one job at a time
+        for state in under:
+            n_gpus = state.job.n_gpus
+            if n_gpus <= room:
+                room -= n_gpus
+                if room == 0:
+                    return desired, waiting
     while i < n_running or j < n_eligible:
         is_running = j == n_eligible or (i < n_running and running[i][0] < eligible[j][0])
         if is_running:
