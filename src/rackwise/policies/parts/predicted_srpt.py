@@ -260,18 +260,18 @@ class PredictedSrpt:
         job_id = job.job_id
         self._vm.advance(now)
         self._vm.remove(job_id)
-        facts = self._ranks.pop(job_id, None)
+        rank = self._ranks.pop(job_id, None)
         for table in (self._estimate_iters, self._graphs, self._waiting):
             table.pop(job_id, None)
         entry = self._predicted.pop(job_id, None)
-        if entry is None or facts is None:
+        if entry is None or rank is None:
             # Announced (a driver adopting a running cluster) but finished before it was scheduled.
             self._arrived = [pending for pending in self._arrived if pending.job_id != job_id]
             self._features.pop(job_id, None)
             return
         predicted, source = entry
         self._prediction_log.append(PredictionRecord(job_id, predicted, job.total_iters, source))
-        unit = facts.unit
+        unit = rank.unit
         if self._survival is not None:
             self._survival.finish(job_id, job_class(job), job.total_iters * unit)
         features = self._features.pop(job_id, None)
