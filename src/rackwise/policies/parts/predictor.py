@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import re
-from bisect import insort
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -148,7 +147,9 @@ class IterationPredictor:
     def __post_init__(self) -> None:
         self._codes: dict[str, dict[str, int]] = {"model": {}, "group": {}, "user": {}, "name": {}}
         self._history: dict[tuple[str, object], deque[float]] = {}
-        self._all_log: list[float] = []  # sorted log1p(iterations) of every finished job
+        # log1p(iterations) of every finished job, in finishing order: its readers (the
+        # median, a distribution) sort it themselves, so keeping it sorted cost a shift per finish.
+        self._all_log: list[float] = []
         self._rows: deque[tuple[tuple[float, ...], float]] = deque(maxlen=self.max_train_rows)
         self._since_fit = 0
         self._forest: Any = None
@@ -329,7 +330,7 @@ class IterationPredictor:
         y = math.log1p(max(actual_iters, 0.0))
         self._cold_start_dists.clear()
         self._rows.append((features.row, y))
-        insort(self._all_log, y)
+        self._all_log.append(y)
         for kind, value in (("key", features.key), ("group", features.group),
                             ("user", features.user), ("model", features.model)):
             if not value:
