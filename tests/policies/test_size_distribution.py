@@ -109,14 +109,18 @@ def test_a_rank_line_stops_at_its_stretch_and_its_breaks() -> None:
 
 @settings(max_examples=300, deadline=None)
 @given(distributions(), st.data())
-def test_the_rank_bound_is_the_expected_remaining_size_just_raised_and_above_the_rank(
+def test_the_rank_bound_is_the_lesser_of_two_ratios_just_raised_and_above_the_rank(
         dist: SizeDistribution, data: st.DataObject) -> None:
     extra = data.draw(st.lists(st.floats(0.0, 1.2e7, allow_nan=False), max_size=8))
-    for attained in [0.0, *dist.values.tolist(), *extra]:
+    values, weights = dist.values, dist.weights
+    for attained in [0.0, *values.tolist(), *extra]:
         bound, rank = dist.rank_bound(attained), dist.gittins_rank(attained)
         if attained >= dist.largest:
             assert bound == rank == 0.5 * attained  # past every sample: the rank itself
             continue
-        expected = dist.expected_remaining(attained)
+        expected = dist.expected_remaining(attained)  # the quantum to the job's end
+        k = int(np.searchsorted(values, attained, side="right"))
+        to_next = (values[k] - attained) * weights[k:].sum() / weights[k]  # the quantum to the next sample
         assert rank < bound
-        assert expected < bound <= expected + 2e-9 * (attained + expected)
+        assert min(expected, to_next) < bound
+        assert bound <= min(expected + 2e-9 * (attained + expected), to_next * (1 + 2e-9))

@@ -60,8 +60,9 @@ class SizeDistribution:
         self._values = x[keep][order]
         self._weights = w[keep][order]
         self._value_list: list[float] | None = None  # `_sample_list`
-        # Weight and weighted size of the samples from each one on, once `rank_bound` asks.
-        self._tail_sums: tuple[list[float], list[float]] | None = None
+        # Weight and weighted size of the samples from each one on, and the first over
+        # that sample's own weight, once `rank_bound` asks.
+        self._tail_sums: tuple[list[float], list[float], list[float]] | None = None
         # Tail start -> the rank's envelope over the stretch before that sample
         # (a running job stays in one stretch for many events).
         self._envelopes: dict[int, _Envelope] = {}
@@ -112,11 +113,13 @@ class SizeDistribution:
     def rank_bound(self, attained: float) -> float:
         """An upper bound on `gittins_rank` at ``attained``, in O(log n).
 
-        The expected remaining size (the ratio for the quantum that runs the
-        job to its end, which the rank's infimum is at most), from running
-        sums over the tail, raised by 1e-9 of the mean tail size: far above
-        the roundings of either way of working it out. Past the largest
-        sample it is the rank itself.
+        The lesser of two of the ratios the rank is the infimum of: the
+        quantum that runs the job to its end (the expected remaining size)
+        and the one that runs it to the next sample (its distance times the
+        tail's weight over that sample's). Each is worked out from running
+        sums over the tail and raised by 1e-9 of its largest term: far above
+        the roundings of either way of working it out. Past the largest sample it
+        is the rank itself.
         """
         values = self._sample_list()
         k = bisect_right(values, attained)
@@ -125,10 +128,14 @@ class SizeDistribution:
         sums = self._tail_sums
         if sums is None:
             weights = self._weights[::-1]
-            sums = self._tail_sums = (np.cumsum(weights)[::-1].tolist(),
-                                      np.cumsum(weights * self._values[::-1])[::-1].tolist())
+            tail_weight = np.cumsum(weights)[::-1]
+            sums = self._tail_sums = (tail_weight.tolist(),
+                                      np.cumsum(weights * self._values[::-1])[::-1].tolist(),
+                                      (tail_weight / self._weights).tolist())
         mean_tail = sums[1][k] / sums[0][k]
-        return mean_tail - attained + 1e-9 * mean_tail
+        to_end = mean_tail - attained + 1e-9 * mean_tail  # a difference: raised by the larger term
+        to_next = (values[k] - attained) * sums[2][k] * (1.0 + 1e-9)
+        return to_end if to_end < to_next else to_next
 
     def gittins_rank(self, attained: float = 0.0) -> float:
         """The Gittins rank at attained service ``a`` (lower is served first).
