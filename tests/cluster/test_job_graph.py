@@ -20,6 +20,7 @@ from rackwise.perf.job_graph import (
     ModelShape,
     build_job_graph,
     edge_bytes,
+    graph_kind,
     job_parallelism,
     mixed_parallel_graph,
     model_shape,
@@ -77,6 +78,20 @@ def test_jobs_without_a_usable_config_are_data_parallel_over_their_gpus() -> Non
     graph = build_job_graph(plain)
     # ring of 4: each edge carries 2*3/4 of the 100 MB gradient
     assert [w for _, _, w, _ in graph.edges] == pytest.approx([150e6] * 4)
+
+
+def test_a_job_s_graph_follows_from_its_kind_alone() -> None:
+    job = Job("a", 0.0, 8, 10.0, model="GPT-2 XL", parallelism=Parallelism(2, 2, 2), gradient_bytes=3e9)
+    graph = build_job_graph(job)
+    # every other field changed: the same kind, the same graph
+    other = Job("b", 5.0, 8, 99.0, total_iters=7.0, group="vc", user="u", model="GPT-2 XL",
+                batch_size=512, parallelism=Parallelism(2, 2, 2), comm_sensitivity=0.9,
+                gradient_bytes=3e9, model_bytes=1e10, tags=(("k", "v"),))
+    assert graph_kind(other) == graph_kind(job) and build_job_graph(other) == graph
+    # each field of the kind changed: another graph
+    for changed in (job.with_changes(model="ResNet-50 (batch size 64)"), job.with_changes(gradient_bytes=1e9),
+                    job.with_changes(n_gpus=16, parallelism=None), job.with_changes(parallelism=Parallelism(8))):
+        assert graph_kind(changed) != graph_kind(job) and build_job_graph(changed) != graph
 
 
 def test_tc3_stage_per_server_is_chosen_with_its_iteration_time() -> None:

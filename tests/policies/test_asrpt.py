@@ -15,9 +15,12 @@ from tests.policies.test_predictor import recurring_jobs
 from tests.strategies import clusters_and_workloads
 
 import rackwise
+from rackwise.cluster.allocation import Allocation
 from rackwise.cluster.topology import uniform_cluster
 from rackwise.errors import InputError, MissingExtraError
 from rackwise.perf.base import IdealPerf
+from rackwise.perf.graph_placement import place_graph
+from rackwise.perf.job_graph import build_job_graph, graph_kind
 from rackwise.policies.asrpt import Asrpt, AsrptOracle
 from rackwise.policies.parts.predictor import prediction_accuracy
 from rackwise.policies.parts.virtual_machine import srpt_finish_times
@@ -69,6 +72,20 @@ def test_hysteresis_delays_displacing_a_job_that_is_only_slightly_longer() -> No
     assert _mean_jct(4, jobs, min_run_s=0.0) == pytest.approx((190 + 149) / 2)
     # Without the margin J2 takes over at once: J2 1-91, J1 91-190.
     assert _mean_jct(4, jobs, min_run_s=0.0, epsilon=0.0) == pytest.approx((190 + 90) / 2)
+
+
+def test_ideal_placements_kept_per_kind_of_job_are_the_partitioner_s_own() -> None:
+    topology = uniform_cluster(2, 4, 8)
+    kinds = [Job("", 0.0, 8, 1.0, model="GPT-2 XL", parallelism=Parallelism(2, 2, 2)),
+             Job("", 0.0, 4, 1.0, gradient_bytes=4e8), Job("", 0.0, 1, 1.0)]
+    jobs = [kinds[i % 3].with_changes(job_id=f"J{i}", submit_time=10.0 * i, duration_s=50.0 + i,
+                                      total_iters=50.0 + i) for i in range(9)]
+    policy = Asrpt()
+    simulate(topology, jobs, policy)
+    assert len(policy.ideal_placements_) == 3  # asked once per kind
+    for job in jobs:
+        fresh = place_graph(Allocation(topology), build_job_graph(job), kl_passes=policy.kl_passes)
+        assert policy.ideal_placements_[graph_kind(job)] == fresh
 
 
 def test_the_oracle_policy_is_asrpt_with_the_oracle_predictor() -> None:

@@ -232,6 +232,15 @@ def edge_bytes(shape: ModelShape, par: Parallelism,
     return tp, pp, dp
 
 
+#: The fields `build_job_graph` reads from a job (`graph_kind`).
+GraphKind = tuple[str | None, float, int, Parallelism | None]
+
+
+def graph_kind(job: Job) -> GraphKind:
+    """The fields `build_job_graph` reads from a job: jobs alike in them have one graph."""
+    return (job.model, job.gradient_bytes, job.n_gpus, job.parallelism)
+
+
 def build_job_graph(job: Job, parallelism: Parallelism | None = None) -> JobGraph:
     """``job``'s worker graph from its model, gradient size and parallelism.
 

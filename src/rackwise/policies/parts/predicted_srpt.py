@@ -40,7 +40,7 @@ from rackwise.perf.graph_placement import (
     place_graph,
     placement_cost,
 )
-from rackwise.perf.job_graph import JobGraph, build_job_graph
+from rackwise.perf.job_graph import GraphKind, JobGraph, build_job_graph, graph_kind
 from rackwise.policies.parts.asrpt_parameters import AsrptParameters
 from rackwise.policies.parts.class_sizes import ClassSizes
 from rackwise.policies.parts.overrun_watch import OverrunWatch, iters_done_at
@@ -209,7 +209,7 @@ class PredictedSrpt:
         self._ranks: dict[str, _JobRank] = {}  # once predicted
         self._classes: dict[tuple[str | None, int], _ClassRead] = {}
         self._n_rankings = 0  # `_ranked` calls so far: when each class's distribution was read
-        self._graphs: dict[str, JobGraph] = {}
+        self._graphs: dict[GraphKind, JobGraph] = {}
         self._arrived_sizes: dict[tuple[str | None, int], list[float]] = {}  # class-oracle: true sizes
         self._survival = (ClassSizes(params.survival_window, params.overrun_factor, params.survival_refresh)
                           if params.predictor == "survival" else None)
@@ -261,7 +261,7 @@ class PredictedSrpt:
         self._vm.advance(now)
         self._vm.remove(job_id)
         rank = self._ranks.pop(job_id, None)
-        for table in (self._estimate_iters, self._graphs, self._waiting):
+        for table in (self._estimate_iters, self._waiting):
             table.pop(job_id, None)
         entry = self._predicted.pop(job_id, None)
         if entry is None or rank is None:
@@ -292,7 +292,7 @@ class PredictedSrpt:
         """
         learnt = []
         for job in self._history:
-            ideal = self._place(view, self._empty, job, build_job_graph(job), 0.0, ideal=True)
+            ideal = self._place(view, self._empty, job, self._graph(job), 0.0, ideal=True)
             if ideal is None:
                 continue
             unit = self._target_unit(view.perf.rate(job, ideal.gpu_ids, {}))
@@ -434,9 +434,10 @@ class PredictedSrpt:
         return [(key, state) for key in reversed(order) if (state := running.get(key[3])) is not None]
 
     def _graph(self, job: Job) -> JobGraph:
-        graph = self._graphs.get(job.job_id)
+        kind = graph_kind(job)  # one graph per kind of job, not per job
+        graph = self._graphs.get(kind)
         if graph is None:
-            graph = self._graphs[job.job_id] = build_job_graph(job)
+            graph = self._graphs[kind] = build_job_graph(job)
         return graph
 
     def _enter_vm(self, view: ClusterView, job: Job, now: float) -> None:
