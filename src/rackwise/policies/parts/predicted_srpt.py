@@ -625,7 +625,8 @@ class PredictedSrpt:
             bar = key[0] / (1.0 - epsilon) if epsilon < 1 else math.inf
             given: list[JobState] = []
             placed = False
-            for remaining_s, victim in victims:
+            last_read = -1
+            for last_read, (remaining_s, victim) in enumerate(victims):
                 if not remaining_s > bar:
                     break  # victims come by falling remaining time: none further clears the bar
                 if now - victim.run_start < min_run_s:
@@ -640,7 +641,9 @@ class PredictedSrpt:
                     free.take(victim.gpu_ids)
                 continue
             preempted.extend(v.job_id for v in given)
-            victims = [v for v in victims if v[1] not in given]
+            # Every victim given is among those read up to the last one: only they are filtered.
+            read = last_read + 1
+            victims[:read] = [v for v in victims[:read] if v[1] not in given]
         return starts, preempted
 
     def _try_start(self, view: ClusterView, state: JobState, free: TentativeAllocation,
