@@ -118,8 +118,8 @@ class SizeDistribution:
         and the one that runs it to the next sample (its distance times the
         tail's weight over that sample's). Each is worked out from running
         sums over the tail and raised by 1e-9 of its largest term: far above
-        the roundings of either way of working it out. Past the largest sample it
-        is the rank itself.
+        the roundings of either way of working it out. Past the largest
+        sample it is the rank itself.
         """
         values = self._sample_list()
         k = bisect_right(values, attained)
