@@ -625,10 +625,11 @@ class PredictedSrpt:
             bar = key[0] / (1.0 - epsilon) if epsilon < 1 else math.inf
             given: list[JobState] = []
             placed = False
-            last_read = -1
-            for last_read, (remaining_s, victim) in enumerate(victims):
+            read = 0
+            for remaining_s, victim in victims:
                 if not remaining_s > bar:
                     break  # victims come by falling remaining time: none further clears the bar
+                read += 1
                 if now - victim.run_start < min_run_s:
                     continue
                 free.give(victim.gpu_ids)
@@ -641,8 +642,7 @@ class PredictedSrpt:
                     free.take(victim.gpu_ids)
                 continue
             preempted.extend(v.job_id for v in given)
-            # Every victim given is among those read up to the last one: only they are filtered.
-            read = last_read + 1
+            # Every victim given is among the ``read`` first: only they are filtered.
             victims[:read] = [v for v in victims[:read] if v[1] not in given]
         return starts, preempted
 
