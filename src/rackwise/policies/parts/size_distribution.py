@@ -232,7 +232,10 @@ class _Envelope:
         hull_c: list[float] = []
         hull_s: list[float] = []
         breaks: list[float] = []
-        for c, slope in zip(intercepts.tolist(), (done[-1] / done).tolist()):
+        # Typed lists: the compiled build then does this loop's arithmetic on unboxed floats.
+        all_c: list[float] = intercepts.tolist()
+        all_s: list[float] = (done[-1] / done).tolist()
+        for c, slope in zip(all_c, all_s):
             if hull_s and slope >= hull_s[-1]:  # as steep (equal cumulative weight): keep the lower
                 if c >= hull_c[-1]:
                     continue
