@@ -57,6 +57,12 @@ if os.environ.get("RACKWISE_COMPILE") == "1":
     from mypyc.build import mypycify
 
     # The project's mypy settings apply; a note on settings for modules not compiled is no error.
-    setup(ext_modules=mypycify(["--no-warn-unused-configs", *COMPILED], opt_level="3"))
+    extensions = mypycify(["--no-warn-unused-configs", *COMPILED], opt_level="3")
+    if os.name != "nt":  # MSVC fuses no multiply-add unless asked to
+        for extension in extensions:
+            # GCC and clang may fuse ``a + b * c`` into one rounding where the target has FMA
+            # (aarch64, say); Python rounds twice. Off, both builds give the same bits.
+            extension.extra_compile_args = [*extension.extra_compile_args, "-ffp-contract=off"]
+    setup(ext_modules=extensions)
 else:
     setup()
