@@ -6,6 +6,13 @@ whole (`rackwise.engine.checks.check_decisions`) and carries them out. The
 policy says up front, in its `Capabilities`, what it will ask for (rounds,
 preemptions, forked jobs, shared GPUs) and what it needs (true durations,
 an optional extra), so an engine never probes it attribute by attribute.
+
+A running job's state changes only with a new `JobState.version` or a new
+state object. An engine may also name the jobs it changed between two
+decisions (`ClusterView.running_changes_since`), sparing a policy that keeps
+something per running job a look at every one of them. The simulator does;
+a live backend shows a new view per snapshot and names none, and a policy
+then compares the states it is shown with those it kept.
 """
 
 from __future__ import annotations

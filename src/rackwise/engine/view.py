@@ -47,6 +47,11 @@ class ClusterView:
         self.perf = perf
         self.now = 0.0
         self.n_starts = 0  # jobs the engine has started while keeping this view (the simulator counts)
+        # An engine that logs its running jobs' changes (the simulator) sets ``keeps_changes``,
+        # adds to ``running_changed`` and calls `decided` after each decision.
+        self.keeps_changes = False
+        self.running_changed: list[str] = []
+        self.n_decisions = 0
         self._serial = next(_SERIALS)
 
     @property
@@ -60,6 +65,33 @@ class ClusterView:
         mark differs from every earlier one.
         """
         return self._serial, self.n_starts
+
+    @property
+    def change_mark(self) -> tuple[int, int]:
+        """This view's own number and the decisions asked of it before this one.
+
+        Keep it, and hand it to `running_changes_since` at the next decision.
+        """
+        return self._serial, self.n_decisions
+
+    def running_changes_since(self, mark: tuple[int, int] | None) -> list[str] | None:
+        """The jobs that started, stopped or changed pace since the decision that read ``mark``.
+
+        A job whose running state changed (a new `JobState.version`) is
+        named at least once, possibly more; one named may have stopped
+        since. None when the view cannot tell: ``mark`` is another view's
+        or not the last decision's (a decision in between was not seen),
+        or the engine keeps no such log (a live backend shows a new view
+        per snapshot). Read it during the decision; the engine reuses the list.
+        """
+        if mark is None or not self.keeps_changes or mark != (self._serial, self.n_decisions - 1):
+            return None
+        return self.running_changed
+
+    def decided(self) -> None:
+        """The engine's side: a decision was made, so the log starts again for the next."""
+        self.n_decisions += 1
+        self.running_changed.clear()
 
     # Free-GPU questions, answered in O(1) by the allocation's counters.
     @property

@@ -128,6 +128,8 @@ class Simulator:
         self.running: dict[str, JobState] = {}
         self.finished: dict[str, JobState] = {}
         self.view = ClusterView(topology, self.allocation, self.pending, self.running, self.perf)
+        self.view.keeps_changes = True
+        self._running_log = self.view.running_changed  # every new running state's job, for the view
         self.records: list[JobRecord] = []
         self.timeline = Timeline([], [], [], [])
         self._heap: list[Event] = []
@@ -304,6 +306,7 @@ class Simulator:
                 self._push(now + self._round_s, EventKind.ROUND)
 
         decisions = policy.schedule(self.view, now)
+        self.view.decided()
         self._apply(decisions, now, changed)
         self.n_steps += 1
         timeline = self.timeline
@@ -415,6 +418,7 @@ class Simulator:
             state.first_start = runs_at
         state.n_nodes, state.n_racks = self.topology.spread(gpu_ids)
         self.running[state.job_id] = state
+        self._running_log.append(state.job_id)
         self.view.n_starts += 1
 
     def _stop(self, state: JobState, now: float, changed: set[str]) -> None:
@@ -439,6 +443,7 @@ class Simulator:
         del self.running[state.job_id]
         changed.add(state.job_id)
         state.version += 1
+        self._running_log.append(state.job_id)
         state.rate_iters_per_s = 0.0
 
     def _preempt(self, state: JobState, now: float, changed: set[str]) -> None:
@@ -457,7 +462,8 @@ class Simulator:
         self.records.append(_record(state))
 
     def _update_rates(self, changed: set[str], now: float) -> None:
-        running, comm_of, heap, seq = self.running, self._comm_of, self._heap, self._seq
+        running, comm_of, heap, seq, running_log = (self.running, self._comm_of, self._heap, self._seq,
+                                                    self._running_log)
         # Sorted: the order of a set of strings changes between processes.
         new_rates = self.perf.rates(running, sorted(changed))
         for job_id in sorted(new_rates):
@@ -477,6 +483,7 @@ class Simulator:
             if comm_of is not None:
                 state.comm_s_per_iter, state.comm_extra_s_per_iter = comm_of(job_id)
             version = state.version = state.version + 1
+            running_log.append(job_id)
             # `finish_eta` and `_push` inlined: this runs for every re-rated job.
             if rate > 0.0:
                 start, busy = state.last_update, state.busy_until

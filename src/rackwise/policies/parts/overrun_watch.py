@@ -6,7 +6,9 @@ bumps `JobState.version` or hands over a new state object. So the instant
 a job can first reach its prediction is known in advance: `OverrunWatch`
 keeps those instants in a heap, and at each event works out the progress
 only of the jobs whose instant has come, and finds their instants anew only
-for the jobs whose state or prediction changed since the last event.
+for the jobs whose state or prediction changed since the last event: those
+the engine names (`ClusterView.running_changes_since`), or, where it names
+none, those a comparison of every running state with the last event's finds.
 
 The instants are lower bounds, early by a margin far above floating-point
 rounding, so a job is read at, or a little before, the first event at which
@@ -19,7 +21,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from operator import attrgetter
 
 from mypy_extensions import mypyc_attr
@@ -71,15 +73,28 @@ class OverrunWatch:
         self._changed.add(job_id)
 
     def overruns(self, running: Mapping[str, JobState], estimates: Mapping[str, float],
-                 now: float) -> list[JobState]:
-        """The running jobs whose progress at ``now`` has reached ``estimates[job_id]``, unfinished."""
-        states = [*running.values()]
-        versions = [*map(_VERSION, states)]
-        if states != self._states or versions != self._versions:  # compared by identity, in C
-            seen = set(zip(running, states, versions))
-            for job_id, state, version in seen - self._seen:
-                self._watch(job_id, state, version, estimates[job_id])
-            self._seen, self._states, self._versions = seen, states, versions
+                 now: float, restated: Iterable[str] | None = None) -> list[JobState]:
+        """The running jobs whose progress at ``now`` has reached ``estimates[job_id]``, unfinished.
+
+        ``restated``: every job whose running state changed since the last call
+        (more do no harm), as `ClusterView.running_changes_since` names them;
+        None: every running job is compared with the last call's.
+        """
+        if restated is not None:
+            # The comparison below stays sound: versions only grow, so a state it
+            # last saw before these changes still differs from the current one.
+            for job_id in restated:
+                state = running.get(job_id)
+                if state is not None:
+                    self._watch(job_id, state, state.version, estimates[job_id])
+        else:
+            states = [*running.values()]
+            versions = [*map(_VERSION, states)]
+            if states != self._states or versions != self._versions:  # compared by identity, in C
+                seen = set(zip(running, states, versions))
+                for job_id, state, version in seen - self._seen:
+                    self._watch(job_id, state, version, estimates[job_id])
+                self._seen, self._states, self._versions = seen, states, versions
         for job_id in self._changed:
             changed = running.get(job_id)
             if changed is not None:

@@ -215,6 +215,7 @@ class PredictedSrpt:
                           if params.predictor == "survival" else None)
         self._now_view: tuple[float, ClusterView] | None = None  # during a decision, for "survival"
         self._overruns = OverrunWatch()
+        self._change_mark: tuple[int, int] | None = None  # the last decision's view, for its change log
         self._prediction_log: list[PredictionRecord] = []
         self._placement_log: list[PlacementRecord] = []
 
@@ -342,7 +343,7 @@ class PredictedSrpt:
         for job in self._arrived:
             self._enter_vm(view, job, now)
         self._arrived.clear()
-        self._check_overruns(view.running, now)
+        self._check_overruns(view, now)
 
         if not view.pending:
             return Decisions()
@@ -590,10 +591,12 @@ class PredictedSrpt:
             return 1.0 / ideal_rate
         return 1.0
 
-    def _check_overruns(self, running: Mapping[str, JobState], now: float) -> None:
+    def _check_overruns(self, view: ClusterView, now: float) -> None:
         """A job that ran past its prediction gets a larger one (the "adaptive" part)."""
         factor = self._params.overrun_factor
-        for state in self._overruns.overruns(running, self._estimate_iters, now):
+        restated = view.running_changes_since(self._change_mark)
+        self._change_mark = view.change_mark
+        for state in self._overruns.overruns(view.running, self._estimate_iters, now, restated):
             done = iters_done_at(state, now)
             grown = max(math.ceil((1.0 + factor) * done), math.floor(done) + 1)
             self._set_estimate(state.job_id, float(grown))
