@@ -44,7 +44,7 @@ from __future__ import annotations
 import argparse
 import bisect
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
@@ -60,6 +60,7 @@ from rackwise.workload.job import Job
 from rackwise.workload.state import JobState, Status
 
 MARGIN = 1e-9  # far above the few roundings by which a rank may miss its definition
+_NONE = object()  # a class without a distribution kept
 
 
 def _count(counts: Counter[str]) -> None:
@@ -176,11 +177,14 @@ def _count(counts: Counter[str]) -> None:
 
 def _stale_on_finish_only() -> None:
     """The variant: an arrival joins its class's window without making its distribution stale."""
+    joining = class_sizes.ClassSizes.arrive
+
     def arrive(self: class_sizes.ClassSizes, job_id: str, job_class: Hashable) -> None:
-        members = self._members.setdefault(job_class, deque())
-        members.append(job_id)
-        if len(members) > self._window:
-            self._sizes.pop(members.popleft(), None)
+        cached, changes = self._cached.get(job_class, _NONE), self._changes.get(job_class, 0)
+        joining(self, job_id, job_class)
+        if cached is not _NONE:  # as it was: not stale
+            self._cached[job_class] = cached  # type: ignore[assignment]
+        self._changes[job_class] = changes
 
     class_sizes.ClassSizes.arrive = arrive  # type: ignore[method-assign]
 

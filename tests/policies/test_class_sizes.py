@@ -7,7 +7,32 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rackwise.policies.parts.class_sizes import ClassSizes, kaplan_meier
+from rackwise.policies.parts.class_sizes import ClassSizes
+from rackwise.policies.parts.class_sizes import kaplan_meier as sorted_kaplan_meier
+from rackwise.policies.parts.size_distribution import SizeDistribution
+
+
+def kaplan_meier(values: np.ndarray, finished: np.ndarray, *, beyond_factor: float) -> SizeDistribution | None:
+    """The estimator on jobs in any order, as `ClassSizes` hands them over: sorted, split by finish."""
+    return sorted_kaplan_meier(sorted(values[finished].tolist()), sorted(values[~finished].tolist()),
+                               beyond_factor=beyond_factor)
+
+
+def array_kaplan_meier(values: np.ndarray, finished: np.ndarray, *,
+                       beyond_factor: float) -> SizeDistribution | None:
+    """The estimator as array operations, to check `kaplan_meier`'s loop against, bit for bit."""
+    if not finished.any():
+        return None
+    order = np.lexsort((~finished, values))  # at equal values a finish comes first
+    x, done = values[order], finished[order]
+    at_risk = len(x) - np.arange(len(x))
+    survival = np.cumprod(np.where(done, 1.0 - 1.0 / at_risk, 1.0))
+    mass = np.concatenate(([1.0], survival[:-1])) - survival
+    sizes, weights = x[done], mass[done]
+    if survival[-1] > 0:
+        sizes = np.append(sizes, (1.0 + beyond_factor) * float(x[-1]))
+        weights = np.append(weights, float(survival[-1]))
+    return SizeDistribution(sizes, weights, beyond_factor=beyond_factor)
 
 
 def _mass(values: list[float], finished: list[bool], beyond: float = 0.5) -> dict[float, float]:
@@ -58,6 +83,23 @@ def test_the_estimate_is_a_distribution_at_least_as_long_as_the_finished_jobs(
     assert float(np.dot(dist.values, weights)) >= naive * (1 - 1e-9)
 
 
+@given(st.lists(st.tuples(st.one_of(st.integers(1, 6).map(float), st.floats(1.0, 1e6)), st.booleans()),
+                min_size=1, max_size=60),
+       st.floats(0.0, 2.0))
+def test_the_loop_gives_the_array_formulation_bit_for_bit(jobs: list[tuple[float, bool]], beyond: float) -> None:
+    """Ties between finished jobs and lower bounds included (small integer sizes draw them)."""
+    values = np.array([v for v, _ in jobs])
+    finished = np.array([f for _, f in jobs])
+    got = kaplan_meier(values, finished, beyond_factor=beyond)
+    want = array_kaplan_meier(values, finished, beyond_factor=beyond)
+    if want is None:
+        assert got is None
+        return
+    assert got is not None
+    assert got.values.tolist() == want.values.tolist() and got.weights.tolist() == want.weights.tolist()
+    assert got.largest == want.largest and got.median() == want.median()
+
+
 def test_class_sizes_keep_the_last_jobs_and_read_lower_bounds_when_asked() -> None:
     sizes = ClassSizes(window=2, beyond_factor=0.5)
     attained = {"b": 30.0, "c": 5.0}
@@ -103,3 +145,40 @@ def test_with_no_share_every_change_works_the_class_out_again() -> None:
     before = sizes.distribution("c", attained)
     sizes.arrive("j3", "c")
     assert sizes.distribution("c", lambda job_id: 1.0) is not before
+
+
+
+@given(st.lists(st.tuples(st.sampled_from(["arrive", "finish", "ask"]), st.integers(0, 1), st.integers(0, 40),
+                          st.integers(1, 8).map(float)), max_size=80),
+       st.integers(1, 6))
+def test_a_distribution_is_the_estimate_over_the_window_as_it_stands(
+        events: list[tuple[str, int, int, float]], window: int) -> None:
+    """Whatever arrives, finishes (in the window or after leaving it) and leaves the window, a class's
+    distribution is the array estimator's over its last ``window`` arrivals, bit for bit."""
+    sizes = ClassSizes(window=window, beyond_factor=0.5)
+    arrived: dict[int, list[str]] = {0: [], 1: []}
+    counted: dict[str, float] = {}  # sizes of jobs that finished while in their class's window
+    attained = {f"j{i}": float(i % 7) + 0.5 for i in range(100)}
+    for n, (kind, job_class, which, size) in enumerate(events):
+        members = arrived[job_class]
+        if kind == "arrive":
+            members.append(f"j{n}")
+            sizes.arrive(f"j{n}", job_class)
+        elif kind == "finish" and members:
+            job_id = members[which % len(members)]
+            if job_id not in counted and job_id not in members[-window:]:
+                continue  # left the window unfinished: its finish counts for nothing
+            if job_id not in counted:
+                counted[job_id] = size
+                sizes.finish(job_id, job_class, size)
+        elif kind == "ask":
+            in_window = members[-window:]
+            values = np.array([counted.get(j, attained.get(j, 0.0)) for j in in_window], dtype=float)
+            finished = np.array([j in counted for j in in_window], dtype=bool)
+            want = array_kaplan_meier(values, finished, beyond_factor=0.5)
+            got = sizes.distribution(job_class, attained.__getitem__)
+            if want is None:
+                assert got is None
+            else:
+                assert got is not None
+                assert (got.values.tolist(), got.weights.tolist()) == (want.values.tolist(), want.weights.tolist())

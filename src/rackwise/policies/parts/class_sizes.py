@@ -11,34 +11,47 @@ turns such censored sizes into a distribution (Kaplan and Meier 1958), which
 
 from __future__ import annotations
 
+from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Callable, Hashable
 
-import numpy as np
 from mypy_extensions import mypyc_attr
 
 from rackwise.policies.parts.size_distribution import SizeDistribution
 
 
-def kaplan_meier(values: np.ndarray, finished: np.ndarray, *, beyond_factor: float) -> SizeDistribution | None:
-    """The Kaplan-Meier distribution of sizes, of which the unfinished ones are lower bounds.
+def kaplan_meier(finished: list[float], lower_bounds: list[float], *,
+                 beyond_factor: float) -> SizeDistribution | None:
+    """The Kaplan-Meier distribution of the ``finished`` sizes and the unfinished jobs' ``lower_bounds``.
 
-    The mass left past the largest lower bound (jobs outliving every finished
-    one) is put at ``1 + beyond_factor`` times it. None when nothing finished.
+    Both lists come smallest first. The mass left past the largest value
+    (jobs outliving every finished one) is put at ``1 + beyond_factor``
+    times it. None when nothing finished.
     """
-    if not finished.any():
+    if not finished:
         return None
-    # At equal values a finish comes before a lower bound, as the estimator's convention has it.
-    order = np.lexsort((~finished, values))
-    x, done = values[order], finished[order]
-    at_risk = len(x) - np.arange(len(x))
-    survival = np.cumprod(np.where(done, 1.0 - 1.0 / at_risk, 1.0))
-    mass = np.concatenate(([1.0], survival[:-1])) - survival
-    sizes, weights = x[done], mass[done]
-    if survival[-1] > 0:  # the largest is unfinished: its mass goes past it
-        sizes = np.append(sizes, (1.0 + beyond_factor) * float(x[-1]))
-        weights = np.append(weights, float(survival[-1]))
-    return SizeDistribution(sizes, weights, beyond_factor=beyond_factor)
+    sizes: list[float] = []
+    weights: list[float] = []
+    at_risk = len(finished) + len(lower_bounds)
+    survival = 1.0
+    j, n_bounds = 0, len(lower_bounds)
+    for size in finished:
+        # At equal values a finish comes before a lower bound, as the estimator's convention has it.
+        while j < n_bounds and lower_bounds[j] < size:
+            j += 1
+            at_risk -= 1
+        after = survival * (1.0 - 1.0 / at_risk)
+        mass = survival - after
+        if mass > 0.0:
+            sizes.append(size)
+            weights.append(mass)
+        survival = after
+        at_risk -= 1
+    if survival > 0.0:  # the largest is unfinished: its mass goes past it
+        largest = lower_bounds[-1] if n_bounds and lower_bounds[-1] > finished[-1] else finished[-1]
+        sizes.append((1.0 + beyond_factor) * largest)
+        weights.append(survival)
+    return SizeDistribution(sizes, weights, beyond_factor=beyond_factor, assume_sorted=True)
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -60,23 +73,37 @@ class ClassSizes:
         self._refresh_share = refresh_share
         self._members: dict[Hashable, deque[str]] = {}
         self._sizes: dict[str, float] = {}  # finished jobs only
+        # Per class, the sizes of its finished members, smallest first, and its unfinished
+        # members in arrival order: a distribution reads no finished member again.
+        self._finished: dict[Hashable, list[float]] = {}
+        self._unfinished: dict[Hashable, dict[str, None]] = {}
         self._cached: dict[Hashable, SizeDistribution | None] = {}
         self._changes: dict[Hashable, int] = {}  # arrivals and finishes since it was worked out
 
     def arrive(self, job_id: str, job_class: Hashable) -> None:
         """A job of the class arrived; its size is known once it finishes."""
         members = self._members.setdefault(job_class, deque())
+        unfinished = self._unfinished.setdefault(job_class, {})
         members.append(job_id)
+        unfinished[job_id] = None
         if len(members) > self._window:
-            self._sizes.pop(members.popleft(), None)
+            left = members.popleft()
+            size = self._sizes.pop(left, None)
+            if size is None:
+                del unfinished[left]
+            else:
+                finished = self._finished[job_class]
+                del finished[bisect_left(finished, size)]
         self._changed(job_class, len(members))
 
     def finish(self, job_id: str, job_class: Hashable, size: float) -> None:
         """A job of the class finished with this size."""
-        members = self._members.get(job_class, ())
-        if job_id in members:
+        unfinished = self._unfinished.get(job_class)
+        if unfinished is not None and job_id in unfinished:
+            del unfinished[job_id]
             self._sizes[job_id] = size
-            self._changed(job_class, len(members))
+            insort(self._finished.setdefault(job_class, []), size)
+            self._changed(job_class, len(self._members[job_class]))
 
     def _changed(self, job_class: Hashable, n_members: int) -> None:
         changes = self._changes[job_class] = self._changes.get(job_class, 0) + 1
@@ -91,14 +118,8 @@ class ClassSizes:
         ``attained`` gives an unfinished job's service so far, its lower bound.
         """
         if job_class not in self._cached:
-            sizes = self._sizes
-            values: list[float] = []
-            finished: list[bool] = []
-            for job_id in self._members.get(job_class, ()):
-                size = sizes.get(job_id)
-                finished.append(size is not None)
-                values.append(attained(job_id) if size is None else size)
-            self._cached[job_class] = kaplan_meier(np.array(values, dtype=np.float64),
-                                                   np.array(finished, dtype=bool),
-                                                   beyond_factor=self._beyond_factor)
+            finished = self._finished.get(job_class, [])
+            lower_bounds = [attained(job_id) for job_id in self._unfinished[job_class]] if finished else []
+            lower_bounds.sort()
+            self._cached[job_class] = kaplan_meier(finished, lower_bounds, beyond_factor=self._beyond_factor)
         return self._cached[job_class]

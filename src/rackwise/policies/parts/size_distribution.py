@@ -44,21 +44,26 @@ class SizeDistribution:
         weights: One non-negative weight per sample (equal if omitted).
         beyond_factor: Past the largest sample, the remaining size is taken
             to be this multiple of the attained service.
+        assume_sorted: The values come smallest first, each with a positive
+            weight (not checked): taken as they are, without a sort.
     """
 
     __slots__ = ("_envelopes", "_tail_sums", "_value_list", "_values", "_weights", "beyond_factor", "largest")
 
     def __init__(self, values: Sequence[float] | np.ndarray,
                  weights: Sequence[float] | np.ndarray | None = None, *,
-                 beyond_factor: float = 0.5) -> None:
+                 beyond_factor: float = 0.5, assume_sorted: bool = False) -> None:
         x = np.asarray(values, dtype=np.float64)
         w = np.ones_like(x) if weights is None else np.asarray(weights, dtype=np.float64)
         if x.shape != w.shape or x.ndim != 1 or not len(x):
             raise ValueError("a size distribution needs one weight per sample, and a sample")
-        keep = w > 0
-        order = np.argsort(x[keep], kind="stable")
-        self._values = x[keep][order]
-        self._weights = w[keep][order]
+        if assume_sorted:  # a class's Kaplan-Meier estimate, one per arrival or finish: no more numpy than needed
+            self._values, self._weights = x, w
+        else:
+            keep = w > 0
+            order = np.argsort(x[keep], kind="stable")
+            self._values = x[keep][order]
+            self._weights = w[keep][order]
         self._value_list: list[float] | None = None  # `_sample_list`
         # Weight and weighted size of the samples from each one on, and the first over
         # that sample's own weight, once `rank_bound` asks.
