@@ -25,7 +25,7 @@ from dataclasses import replace
 from functools import partial
 from operator import itemgetter
 from statistics import median
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 from mypy_extensions import mypyc_attr
@@ -62,6 +62,11 @@ from rackwise.workload.state import JobState, Status
 # predicted. The id, unique, settles any tie left.
 Key = tuple[float, float, int, str]
 
+# The hot loops below hold ``(Key, JobState)`` entries in lists of ``Any``: the compiled
+# build keeps a value of a fixed-length tuple type unboxed, so it would take each entry
+# apart on reading it and build a new tuple on storing it, at every decision.
+_STATE = itemgetter(1)
+
 
 ORACLES = ("oracle", "class-oracle")  # predictors told true sizes
 
@@ -96,7 +101,7 @@ class _JobRank:
     __slots__ = ("line_end", "line_high", "line_intercept", "line_low", "line_slope",
                  "line_start", "of_class", "on_line", "own", "rank_attained", "rank_dist", "rank_value",
                  "seq", "submit_time", "unit", "vm_s_per_iter", "waiting_dist", "waiting_done",
-                 "waiting_entry")
+                 "waiting_entry", "waiting_state")
 
     def __init__(self, unit: float, vm_s_per_iter: float, submit_time: float, seq: int,
                  of_class: _ClassRead) -> None:
@@ -117,7 +122,8 @@ class _JobRank:
         # A waiting job's entry, with the distribution and progress it came from.
         self.waiting_dist: SizeDistribution | None = None
         self.waiting_done = 0.0
-        self.waiting_entry: tuple[Key, JobState] | None = None
+        self.waiting_entry: Any = None  # (Key, JobState), as built (see `_STATE`)
+        self.waiting_state: JobState | None = None
 
     def keep_line(self, line: RankLine | None) -> None:
         """Remember the line the last rank lies on (None: on none)."""
@@ -372,7 +378,8 @@ class PredictedSrpt:
         else:
             starts, preempted = [], []
         started = {start.job_id for start in starts}
-        for _, state in eligible:  # backfill, in key order
+        state: JobState
+        for state in map(_STATE, eligible):  # backfill, in key order
             if state.job_id in started:
                 continue
             started_now = (free.n_free >= state.n_gpus
@@ -496,7 +503,7 @@ class PredictedSrpt:
         it out is most of the cost when a class's distribution changes. The
         first list is the rest, in key order.
         """
-        out = []
+        out: list[Any] = []  # see `_STATE`
         under: list[JobState] = []  # running jobs keyed under ``bar``
         gittins = self._params.rank == "gittins"
         bar = below if gittins else None
@@ -529,10 +536,9 @@ class PredictedSrpt:
                     total = state.job.total_iters
                     if not done < total:
                         done = total
-            elif known.waiting_dist is dist and known.waiting_done == done \
-                    and (held := known.waiting_entry) is not None and held[1] is state:
+            elif known.waiting_dist is dist and known.waiting_done == done and known.waiting_state is state:
                 # A waiting job's key follows from its distribution and its progress alone.
-                out.append(held)
+                out.append(known.waiting_entry)
                 continue
             attained = done * unit
             value, found = 0.0, True
@@ -560,9 +566,10 @@ class PredictedSrpt:
                 known.rank_dist, known.rank_attained, known.rank_value = dist, attained, value
                 known.keep_line(line)
             key = value / unit * per_iter
-            entry = ((key, known.submit_time, known.seq, job_id), state)
+            entry: Any = ((key, known.submit_time, known.seq, job_id), state)
             if not is_running:
                 known.waiting_dist, known.waiting_done, known.waiting_entry = dist, done, entry
+                known.waiting_state = state
             elif bar is not None and key < bar:
                 under.append(state)
                 continue
@@ -623,7 +630,8 @@ class PredictedSrpt:
             if self._try_start(view, state, free, starts, now):
                 continue
             if victims is None:
-                desired_ids = {k[3] for k, _ in desired}
+                entries: list[Any] = desired  # see `_STATE`
+                desired_ids = {entry[0][3] for entry in entries}
                 victims = [(k[0], s) for k, s in lowest_first() if k[3] not in desired_ids]
             bar = key[0] / (1.0 - epsilon) if epsilon < 1 else math.inf
             given: list[JobState] = []
@@ -689,16 +697,19 @@ def _greedy_prefix(under: list[JobState], running: list[tuple[Key, JobState]],
     Keys are unique (their last field is the job id), so the merge needs no
     tie rule; it stops as soon as the GPUs are all spoken for.
     """
-    desired: list[tuple[Key, JobState]] = []
-    waiting: list[tuple[Key, JobState]] = []
+    desired: list[Any] = []  # entries as they are (see `_STATE`)
+    waiting: list[Any] = []
+    ranked: list[Any] = running
+    keyed: list[Any] = eligible
     room, i, j, n_running, n_eligible = capacity, 0, 0, len(running), len(eligible)
     # The running jobs ahead of every waiting one (most of them, most of the time) come
     # first in the merge; while they leave GPUs over, each is taken, so take them at once.
-    ahead = running[:bisect_left(running, eligible[0][0], key=itemgetter(0))] if eligible else running
+    ahead = ranked[:bisect_left(ranked, keyed[0][0], key=itemgetter(0))] if eligible else ranked
     held = 0
+    state: JobState
     for state in under:
         held += state.job.n_gpus
-    for _, state in ahead:
+    for state in map(_STATE, ahead):
         held += state.job.n_gpus
     if held <= room:
         desired.extend(ahead)
@@ -714,14 +725,15 @@ def _greedy_prefix(under: list[JobState], running: list[tuple[Key, JobState]],
                 if room == 0:
                     return desired, waiting
     while i < n_running or j < n_eligible:
-        is_running = j == n_eligible or (i < n_running and running[i][0] < eligible[j][0])
+        is_running = j == n_eligible or (i < n_running and ranked[i][0] < keyed[j][0])
         if is_running:
-            item = running[i]
+            item = ranked[i]
             i += 1
         else:
-            item = eligible[j]
+            item = keyed[j]
             j += 1
-        n_gpus = item[1].job.n_gpus
+        state = item[1]
+        n_gpus = state.job.n_gpus
         if n_gpus <= room:
             desired.append(item)
             if not is_running:
