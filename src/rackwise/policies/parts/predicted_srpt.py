@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import zlib
 from bisect import bisect_left, insort
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
 from operator import itemgetter
@@ -81,8 +81,8 @@ class _ClassRead:
 
     __slots__ = ("dist", "job_class", "read_in")
 
-    def __init__(self, job_class: tuple[str | None, int]) -> None:
-        self.job_class = job_class
+    def __init__(self, job_class: Hashable) -> None:
+        self.job_class = job_class  # `job_class`'s tuple, kept as built: a dict key at every ranking
         self.dist: SizeDistribution | None = None
         self.read_in = -1  # the ranking that read it
 
