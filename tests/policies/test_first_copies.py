@@ -1,7 +1,12 @@
-"""`FirstCopiesView` kept between events equals `primary_view` built afresh at each."""
+"""`FirstCopiesView` kept between events equals `primary_view` built afresh at each.
+
+Its engine either logs its running jobs' changes (as the simulator does) or not
+(as a live backend); the view it gives logs its own.
+"""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,14 +32,15 @@ EVENTS = st.lists(st.tuples(st.sampled_from(["start", "stop", "rate", "restart",
 
 
 class _Engine:
-    """Just enough of an engine: an allocation, a queue and running jobs in start order."""
+    """Just enough of an engine: an allocation, a queue, running jobs in start order, maybe a log."""
 
-    def __init__(self) -> None:
+    def __init__(self, logs: bool = False) -> None:
         self.allocation = Allocation(TOPOLOGY)
         self.pending: dict[str, JobState] = {}
         self.running: dict[str, JobState] = {}
         self.run_start: dict[str, float] = {}
         self.view = ClusterView(TOPOLOGY, self.allocation, self.pending, self.running, IdealPerf())
+        self.view.keeps_changes = logs
 
     def apply(self, event: Event) -> None:
         kind, index, n_gpus, copies, value = event
@@ -55,6 +61,7 @@ class _Engine:
             state.rate_iters_per_s = value
             state.iters_done += 1.0
             state.version += 1
+            self.view.running_changed.append(job_id)
         elif kind == "run_start" and state is not None:
             if job_id in self.run_start:
                 del self.run_start[job_id]
@@ -75,12 +82,14 @@ class _Engine:
         state.run_start = state.last_update = now
         state.version += 1
         self.running[state.job_id] = state
+        self.view.running_changed.append(state.job_id)
 
     def _stop(self, state: JobState) -> None:
         self.allocation.release(state.gpu_ids)
         del self.running[state.job_id]
         state.status, state.copies, state.version = Status.PENDING, 1, state.version + 1
         self.pending[state.job_id] = state
+        self.view.running_changed.append(state.job_id)
 
 
 def _picture(view: ClusterView) -> tuple[object, ...]:
@@ -96,17 +105,48 @@ def _picture(view: ClusterView) -> tuple[object, ...]:
             states, list(view.pending), view.now)
 
 
+def _shown_states(view: ClusterView) -> dict[str, tuple[int, int]]:
+    return {job_id: (id(state), state.version) for job_id, state in view.running.items()}
+
+
+@pytest.mark.parametrize("logs", [False, True], ids=["unlogged", "logged"])
 @settings(max_examples=300, deadline=None)
-@given(st.lists(EVENTS, min_size=1, max_size=8))
-def test_the_kept_view_equals_the_rebuilt_one_after_any_events(steps: list[list[Event]]) -> None:
-    engine = _Engine()
+@given(steps=st.lists(EVENTS, min_size=1, max_size=8))
+def test_the_kept_view_equals_the_rebuilt_one_after_any_events(logs: bool, steps: list[list[Event]]) -> None:
+    engine = _Engine(logs)
     kept = FirstCopiesView(TOPOLOGY)
+    mark, before = None, {}
     for now, events in enumerate(steps):
         for event in events:
             engine.apply(event)
         engine.view.now = float(now)
-        assert _picture(kept.view(engine.view, engine.run_start)) == _picture(
-            primary_view(engine.view, engine.run_start))
+        seen = kept.view(engine.view, engine.run_start)
+        assert _picture(seen) == _picture(primary_view(engine.view, engine.run_start))
+        engine.view.decided()
+        if seen is not engine.view:  # its own log names every job it shows differently
+            shown = _shown_states(seen)
+            named = seen.running_changes_since(mark)
+            if named is not None:
+                assert {job_id for job_id in shown.keys() | before.keys()
+                        if shown.get(job_id) != before.get(job_id)} <= set(named)
+            mark, before = seen.change_mark, shown
+
+
+def test_the_kept_view_logs_the_jobs_it_shows_anew() -> None:
+    engine = _Engine(logs=True)
+    for event in (("arrive", 0, 2, 1, 0.0), ("start", 0, 2, 3, 0.0), ("arrive", 1, 1, 1, 5.0),
+                  ("start", 1, 1, 1, 5.0)):
+        engine.apply(event)
+    kept = FirstCopiesView(TOPOLOGY)
+    first = kept.view(engine.view, engine.run_start)
+    mark = first.change_mark
+    engine.view.decided()
+    engine.apply(("rate", 0, 0, 0, 3.0))
+    second = kept.view(engine.view, engine.run_start)
+    assert second is first
+    assert second.running_changes_since(mark) == ["j0"]
+    assert second.running_changes_since(None) is None
+    assert second.running["j0"].rate_iters_per_s == 3.0
 
 
 def test_without_copies_or_restarts_the_engine_view_is_shown() -> None:

@@ -4,14 +4,13 @@
 every forked job holds only its first copy (and a job restarted for its
 copies shows when its run began). `FirstCopiesView` gives the same view
 without building it at every event: its allocation and its running states
-are changed only where the engine's running jobs changed since the last
-event, and when none did (an arrival that starts nothing) they are reused
-as they are.
-
-It relies on the engine's contract that a running job's state changes only
-with a new `JobState.version` or a new state object (as
-`parts.overrun_watch` does), so comparing the running states and their
-versions with the last event's, in C, tells whether anything changed.
+are changed only for the running jobs that changed since the last event,
+and when none did (an arrival that starts nothing) they are reused as they
+are. The engine names those jobs (`ClusterView.running_changes_since`);
+where it names none, every running state is compared with the one shown,
+by the engine's contract that a running job's state changes only with a
+new `JobState.version` or a new state object (as `parts.overrun_watch`
+relies on).
 """
 
 from __future__ import annotations
@@ -38,11 +37,16 @@ _NODES = attrgetter("nodes")
 class _Shown:
     """A running job as the view shows it (read-only by convention: see `primal_dual.Option`)."""
 
+    source: JobState  # the engine's state it was made from
+    version: int  # ... at this version
     shown: JobState  # the engine's own state, or a copy of it on its first copy
     first: tuple[int, ...]  # the GPUs it holds in the view
     nodes: tuple[int, ...]  # their nodes, in the order the GPUs first reach them
 
-    def __init__(self, shown: JobState, first: tuple[int, ...], nodes: tuple[int, ...]) -> None:
+    def __init__(self, source: JobState, shown: JobState, first: tuple[int, ...],
+                 nodes: tuple[int, ...]) -> None:
+        self.source = source
+        self.version = source.version
         self.shown = shown
         self.first = first
         self.nodes = nodes
@@ -54,7 +58,9 @@ class FirstCopiesView:
 
     The view it gives holds the same free GPUs, in the same free-count
     buckets in the same order, and the same running states (in the engine's
-    order, field for field) as `primary_view` builds.
+    order, field for field) as `primary_view` builds. It is one view object
+    for the whole run, which logs its own running jobs' changes as an
+    engine does (`ClusterView.running_changes_since`), one decision per call.
     """
 
     def __init__(self, topology: Topology) -> None:
@@ -62,61 +68,100 @@ class FirstCopiesView:
         self._initial_order = self._allocation.node_order()
         self._jobs: dict[str, _Shown] = {}
         self._running: dict[str, JobState] = {}
+        self._forked: set[str] = set()  # running jobs with more than one copy
         self._node_seq: list[int] = []
-        # The engine's running states, their versions and the restarts, as last read.
-        self._seen: set[tuple[str, JobState, int]] = set()
-        self._states: list[JobState] = []
-        self._versions: list[int] = []
         self._run_start: dict[str, float] = {}
+        self._mark: tuple[int, int] | None = None  # the engine view's, when last brought up to date
+        self._shown: ClusterView | None = None
 
     def view(self, view: ClusterView, run_start: Mapping[str, float]) -> ClusterView:
         """``view`` with every forked job on its first copy (``view`` itself if none is forked).
 
         ``run_start``: when the runs of jobs restarted for their copies began.
         """
-        states = [*view.running.values()]
-        if not run_start and all(state.copies == 1 for state in states):
+        shown = self._shown
+        if shown is None:
+            shown = self._shown = ClusterView(view.topology, self._allocation, {}, self._running, view.perf)
+            shown.keeps_changes = True
+        shown.decided()
+        changes = view.running_changes_since(self._mark)
+        self._mark = view.change_mark
+        if changes is None:  # not logged: every running job is compared with what it shows
+            redo = {job_id for job_id, state in view.running.items()
+                    if (known := self._jobs.get(job_id)) is None
+                    or known.source is not state or known.version != state.version}
+            redo.update(self._jobs.keys() - view.running.keys())
+        else:
+            redo = set(changes)
+        restarted: set[str] = set()
+        if run_start != self._run_start:
+            restarted = {job_id for job_id, _ in run_start.items() ^ self._run_start.items()}
+            redo |= restarted
+            self._run_start = dict(run_start)
+        if redo:
+            self._update(view.running, run_start, redo, restarted, shown.running_changed)
+        if not run_start and not self._forked:
             return view
-        versions = [*map(_VERSION, states)]
-        # Compared by identity, in C: the same states at the same versions changed nothing.
-        if states != self._states or versions != self._versions or run_start != self._run_start:
-            self._update(view.running, run_start, states, versions)
-            self._states, self._versions, self._run_start = states, versions, dict(run_start)
-        seen = ClusterView(view.topology, self._allocation, {}, self._running, view.perf)
-        seen.pending = view.pending  # the engine's queue as it is: the view only reads it
-        seen.now = view.now
-        return seen
+        shown.pending = view.pending  # the engine's queue as it is: the view only reads it
+        shown.perf = view.perf
+        shown.now = view.now
+        return shown
 
     def _update(self, running: Mapping[str, JobState], run_start: Mapping[str, float],
-                states: list[JobState], versions: list[int]) -> None:
-        """Redo the running jobs whose state or restart changed, and the GPUs they hold."""
-        before = self._jobs
-        seen = set(zip(running, states, versions))
-        # Found by set differences, in C: new or changed states, and restarts begun or ended.
-        redo = {job_id for job_id, _, _ in seen - self._seen}
-        redo.update(job_id for job_id, _ in run_start.items() ^ self._run_start.items())
-        redo &= running.keys()
-        jobs = {job_id: self._shown(state, run_start.get(job_id)) if job_id in redo else before[job_id]
-                for job_id, state in running.items()}
-        allocation = self._allocation
-        moved = False
-        # Release first (a GPU may pass to another job); sorted, so the order is the same in any process.
-        for job_id in sorted(before.keys() - running.keys()):
-            allocation.release(before[job_id].first)
+                redo: set[str], restarted: set[str], changed_log: list[str]) -> None:
+        """Redo the jobs of ``redo`` whose state changed or that were ``restarted``, and their GPUs.
+
+        Each job redone is named in ``changed_log``.
+        """
+        jobs, allocation = self._jobs, self._allocation
+        gone: list[str] = []
+        renewed: list[tuple[str, _Shown]] = []
+        for job_id in sorted(redo):  # sorted: the same order in any process
+            state = running.get(job_id)
+            known = jobs.get(job_id)
+            if state is None:
+                if known is not None:
+                    gone.append(job_id)
+            elif (known is None or known.source is not state or known.version != state.version
+                  or job_id in restarted):
+                renewed.append((job_id, self._made(state, run_start.get(job_id))))
+        if not gone and not renewed:
+            return
+        moved = reshaped = False
+        # Release first (a GPU may pass to another job).
+        for job_id in gone:
+            allocation.release(jobs.pop(job_id).first)
+            del self._running[job_id]
+            self._forked.discard(job_id)
+            changed_log.append(job_id)
             moved = True
-        changed = [job_id for job_id in sorted(redo)
-                   if job_id not in before or jobs[job_id].first != before[job_id].first]
-        for job_id in changed:
-            if job_id in before:
-                allocation.release(before[job_id].first)
-        for job_id in changed:
-            allocation.allocate(job_id, jobs[job_id].first)
+        moves = [(job_id, made) for job_id, made in renewed
+                 if job_id not in jobs or made.first != jobs[job_id].first]
+        for job_id, _ in moves:
+            if job_id in jobs:
+                allocation.release(jobs[job_id].first)
+        for job_id, made in moves:
+            allocation.allocate(job_id, made.first)
             moved = True
-        self._jobs, self._seen = jobs, seen
-        self._running = {job_id: known.shown for job_id, known in jobs.items()}
-        node_seq = [*chain.from_iterable(map(_NODES, jobs.values()))]
-        if moved or node_seq != self._node_seq:
-            self._reorder(node_seq)
+        for job_id, made in renewed:
+            known = jobs.get(job_id)
+            reshaped = reshaped or known is None or known.nodes != made.nodes
+            jobs[job_id] = made
+            self._running[job_id] = made.shown
+            if made.source.copies > 1:
+                self._forked.add(job_id)
+            else:
+                self._forked.discard(job_id)
+            changed_log.append(job_id)
+        if [*jobs] != [*running]:  # a job started anew goes last, as in the engine
+            self._jobs = jobs = {job_id: jobs[job_id] for job_id in running}
+            self._running.clear()
+            self._running.update((job_id, made.shown) for job_id, made in jobs.items())
+            reshaped = True
+        if moved or reshaped:
+            node_seq = [*chain.from_iterable(map(_NODES, jobs.values()))]
+            if moved or node_seq != self._node_seq:
+                self._reorder(node_seq)
 
     def _reorder(self, node_seq: list[int]) -> None:
         """Put the nodes in each free-count bucket in the order a fresh build would.
@@ -133,7 +178,7 @@ class FirstCopiesView:
         untouched = [node for node in self._initial_order if node not in held]
         self._allocation.set_node_order(untouched + touched)
 
-    def _shown(self, state: JobState, start: float | None) -> _Shown:
+    def _made(self, state: JobState, start: float | None) -> _Shown:
         shown = state
         if state.copies > 1 or start is not None:
             shown = copy.copy(state)
@@ -143,4 +188,4 @@ class FirstCopiesView:
                 shown.run_start = start
         node_of = self._allocation.topology.gpu_node
         first = shown.gpu_ids
-        return _Shown(shown, first, tuple(dict.fromkeys([node_of[gpu] for gpu in first])))
+        return _Shown(state, shown, first, tuple(dict.fromkeys([node_of[gpu] for gpu in first])))
