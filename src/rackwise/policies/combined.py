@@ -48,6 +48,7 @@ from rackwise.perf.graph_placement import GraphPlacement, placement_cost
 from rackwise.perf.job_graph import JobGraph
 from rackwise.policies.base import BasePolicy, Capabilities, Decisions
 from rackwise.policies.parts.asrpt_parameters import AsrptParameters
+from rackwise.policies.parts.delay_wakes import DelayWakes
 from rackwise.policies.parts.fork_parameters import ForkParameters, check_fork_parameters
 from rackwise.policies.parts.forking import Tiers, fork_overhead_frac
 from rackwise.policies.parts.hadar_planning import JobTypes
@@ -164,9 +165,12 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
                                   self.sync_s, spread_after_s=self.spread_copies_after_s,
                                   one_rack=self.spread_copies_in_rack)
         self.tiers_: dict[str, Tiers] = {}
+        self.wakes_ = DelayWakes(self._wake_instants)
 
     def on_arrival(self, job: Job, now: float) -> None:
         self.srpt_.on_arrival(job)
+        if self.placement == DELAY:
+            self.wakes_.arrived(job.job_id)
 
     def on_completion(self, job: Job, now: float) -> None:
         self.srpt_.on_completion(job, now)
@@ -203,13 +207,15 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
         # (A-SRPT's ticks may be off, or not on the timers' instants).
         started = {start.job_id for start in decisions.start}
         wake = decisions.wake_at if decisions.wake_at is not None else math.inf
-        several_types = len(self.type_rates_.types) > 1
-        for job_id, state in view.pending.items():
-            if job_id not in started:
-                wake = min(wake, self._allowed(view, state, now)[1])
-                if several_types and (type_at := state.queued_since + self.type_wait_s) > now:
-                    wake = min(wake, type_at)
+        wake = min(wake, self.wakes_.next_wake(view, now, started))
         return replace(decisions, wake_at=wake if wake < math.inf else None)
+
+    def _wake_instants(self, view: ClusterView, state: JobState) -> list[float]:
+        """When a waiting job may relax a level, and take a slower GPU type if there are several."""
+        instants = self._deadlines(view, state)
+        if len(self.type_rates_.types) > 1:
+            instants.append(state.queued_since + self.type_wait_s)
+        return instants
 
     # ------------------------------------------------------------- delay state
     def sensitivity_class(self, view: ClusterView, job: Job) -> str:
@@ -228,16 +234,22 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
         The timers run from when the job last entered the queue: ``t0`` at its
         target level, then ``t1`` at L1, as dally's delay engine would relax it.
         """
-        cls = self.sensitivity_class(view, state.job)
-        timers = {"low": self.timer_low_s, "med": self.timer_med_s, "high": self.timer_high_s}[cls]
         level = target_level(view.topology, state.job.n_gpus)
-        deadline = state.queued_since
-        while level < L2:
-            deadline += timers[level]
+        for deadline in self._deadlines(view, state):
             if now < deadline:
                 return level, deadline
             level += 1
         return L2, math.inf
+
+    def _deadlines(self, view: ClusterView, state: JobState) -> list[float]:
+        """When the job's timers run out at each level from its target up to L2."""
+        cls = self.sensitivity_class(view, state.job)
+        timers = {"low": self.timer_low_s, "med": self.timer_med_s, "high": self.timer_high_s}[cls]
+        deadline, deadlines = state.queued_since, []
+        for level in range(target_level(view.topology, state.job.n_gpus), L2):
+            deadline += timers[level]
+            deadlines.append(deadline)
+        return deadlines
 
     # ---------------------------------------------------------------- placement
     def _place(self, view: ClusterView, free: Allocation | TentativeAllocation, job: Job,
