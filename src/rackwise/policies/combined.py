@@ -165,6 +165,7 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
                                   self.sync_s, spread_after_s=self.spread_copies_after_s,
                                   one_rack=self.spread_copies_in_rack)
         self.tiers_: dict[str, Tiers] = {}
+        self.types_by_rate_: dict[str, tuple[float, list[tuple[int, float]]]] = {}
         self.wakes_ = DelayWakes(self._wake_instants)
 
     def on_arrival(self, job: Job, now: float) -> None:
@@ -177,6 +178,7 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
         self.class_of_.pop(job.job_id, None)
         self.type_rates_.forget(job.job_id)
         self.tiers_.pop(job.job_id, None)
+        self.types_by_rate_.pop(job.job_id, None)
         self.copies_.forget(job.job_id)
 
     def on_history(self, jobs: Sequence[Job]) -> None:
@@ -190,6 +192,16 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
         decisions = self._decide(self.copies_.primary(view), now)
         return self.copies_.apply(view, decisions, now, self.srpt_.in_vm_order,
                                   lambda state: self._tiers(view, state))
+
+    def _types_by_rate(self, view: ClusterView, state: JobState) -> tuple[float, list[tuple[int, float]]]:
+        """The job's best rate, and each GPU type (an index) with its rate, fastest first (cached)."""
+        known = self.types_by_rate_.get(state.job_id)
+        if known is None:
+            rates, types = self.type_rates_.of(view, state).tolist(), self.type_rates_.types
+            order = sorted(range(len(types)), key=lambda j: (-rates[j], types[j]))
+            known = self.types_by_rate_[state.job_id] = (
+                max(rates) if rates else 0.0, [(j, rates[j]) for j in order])
+        return known
 
     def _tiers(self, view: ClusterView, state: JobState) -> Tiers:
         """The GPU types the job can use, grouped by equal rate, fastest first (cached)."""
@@ -273,13 +285,11 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
         else:
             level, _ = self._allowed(view, state, now)
             waited_s = now - state.queued_since
-        rates = self.type_rates_.of(view, state)
+        best_rate, by_rate = self._types_by_rate(view, state)
         types = self.type_rates_.types
-        best_rate = float(rates.max()) if len(rates) else 0.0
         candidates: list[tuple[int, ...]] = []
-        for j in sorted(range(len(types)), key=lambda j: (-rates[j], types[j])):
-            if rates[j] <= 0.0 or (rates[j] < self.min_speed_frac * best_rate
-                                   and waited_s < self.type_wait_s):
+        for j, rate in by_rate:
+            if rate <= 0.0 or (rate < self.min_speed_frac * best_rate and waited_s < self.type_wait_s):
                 break
             nodes = self.type_nodes_[types[j]]
             # A type on every node needs no mask: the same placement, without a pass over all nodes
