@@ -16,7 +16,7 @@ relies on).
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 from itertools import chain
 from operator import attrgetter
@@ -73,6 +73,11 @@ class FirstCopiesView:
         self._run_start: dict[str, float] = {}
         self._mark: tuple[int, int] | None = None  # the engine view's, when last brought up to date
         self._shown: ClusterView | None = None
+
+    @property
+    def forked(self) -> Set[str]:
+        """The running jobs with more than one copy, as the last `view` found them."""
+        return self._forked
 
     def view(self, view: ClusterView, run_start: Mapping[str, float]) -> ClusterView:
         """``view`` with every forked job on its first copy (``view`` itself if none is forked).

@@ -117,7 +117,8 @@ class IdleCopies:
         """``decisions`` (made from `primary_view`) with copies shed and added on the real ``view``.
 
         ``order`` sorts job ids into the order copies are handed out;
-        ``tiers`` gives a job's usable GPU types, fastest first.
+        ``tiers`` gives a job's usable GPU types, fastest first. The decision's
+        `primary` view was asked for first (it tells which jobs run as copies).
         """
         running = view.running
         preempted = set(decisions.preempt)
@@ -136,7 +137,12 @@ class IdleCopies:
         taken = {gpu for start in decisions.start for gpu in start.gpu_ids}
         blocks: dict[str, Blocks] = {}
         changed: set[str] = set()
-        for job_id, state in running.items():
+        at_sync = now >= self._next_sync
+        # Between syncs only the jobs started now take copies, so of the running jobs
+        # only those with copies to shed need their blocks.
+        forked = self._first_copies.forked
+        for job_id, state in (running.items() if at_sync else
+                              [(job_id, running[job_id]) for job_id in running if job_id in forked]):
             if job_id in preempted:
                 continue
             if state.copies == 1:  # most jobs: nothing to shed
@@ -152,7 +158,6 @@ class IdleCopies:
         for start in decisions.start:
             free.take(start.gpu_ids)
             blocks[start.job_id] = [start.gpu_ids]
-        at_sync = now >= self._next_sync
         if at_sync:
             self._next_sync = (math.floor(now / self._sync_s) + 1) * self._sync_s
         candidates = [job_id for job_id in blocks if at_sync or job_id in started]
@@ -170,7 +175,7 @@ class IdleCopies:
         starts += [_start(job_id, blocks[job_id]) for job_id in sorted(grown & started.keys())]
         starts += [_start(job_id, blocks[job_id]) for job_id in sorted(changed)]
         wake = decisions.wake_at
-        if free.n_free and blocks:  # idle GPUs: look again at the next sync
+        if free.n_free and (started or len(running) > len(preempted)):  # idle GPUs: look again at the next sync
             wake = self._next_sync if wake is None else min(wake, self._next_sync)
         return replace(decisions, start=tuple(starts),
                        preempt=decisions.preempt + tuple(sorted(changed)), wake_at=wake)
