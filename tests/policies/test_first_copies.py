@@ -6,6 +6,8 @@ Its engine either logs its running jobs' changes (as the simulator does) or not
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -167,3 +169,18 @@ def test_nothing_is_redone_when_nothing_ran_differently() -> None:
     assert second.running["j0"] is first.running["j0"]  # the same copy of the forked job's state
     assert second.running["j0"].gpu_ids == engine.running["j0"].gpu_ids[:2]
     assert list(second.pending) == ["j1", "j2"]
+
+
+def test_pickled_mid_run_it_gives_the_same_view() -> None:
+    engine = _Engine(logs=True)
+    for event in (("arrive", 0, 2, 1, 0.0), ("start", 0, 2, 3, 0.0), ("arrive", 1, 1, 1, 5.0),
+                  ("start", 1, 1, 1, 5.0), ("run_start", 1, 0, 0, 2.0)):
+        engine.apply(event)
+    kept = FirstCopiesView(TOPOLOGY)
+    kept.view(engine.view, engine.run_start)
+    engine.view.decided()
+    engine.apply(("rate", 0, 0, 0, 3.0))
+    restored = pickle.loads(pickle.dumps(kept))
+    assert _picture(restored.view(engine.view, engine.run_start)) == _picture(
+        primary_view(engine.view, engine.run_start))
+    assert restored.forked == {"j0"}

@@ -74,6 +74,12 @@ class FirstCopiesView:
         self._mark: tuple[int, int] | None = None  # the engine view's, when last brought up to date
         self._shown: ClusterView | None = None
 
+    def __reduce__(self) -> tuple[type, tuple[Topology]]:
+        # Pickled mid-run as a new one: all it keeps is a cache of the engine's running jobs
+        # (rebuilt in full at the next `view`, the same view), and the view it gives holds the
+        # engine's queue, which is not its to pickle.
+        return FirstCopiesView, (self._allocation.topology,)
+
     @property
     def forked(self) -> Set[str]:
         """The running jobs with more than one copy, as the last `view` found them."""
