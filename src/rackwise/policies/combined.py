@@ -179,6 +179,7 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
         self.type_rates_.forget(job.job_id)
         self.tiers_.pop(job.job_id, None)
         self.types_by_rate_.pop(job.job_id, None)
+        self.wakes_.forget(job.job_id)
         self.copies_.forget(job.job_id)
 
     def on_history(self, jobs: Sequence[Job]) -> None:

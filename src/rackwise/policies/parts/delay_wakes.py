@@ -44,6 +44,11 @@ class DelayWakes:
         """A job entered the queue on arrival."""
         self._arrived.append(job_id)
 
+    def forget(self, job_id: str) -> None:
+        """A job completed."""
+        self._stay.pop(job_id, None)
+        self._queued_since.pop(job_id, None)
+
     def next_wake(self, view: ClusterView, now: float, started: Set[str]) -> float:
         """The earliest instant after ``now`` of a job waiting in ``view`` and not in ``started`` (inf: none)."""
         pending = view.pending

@@ -28,7 +28,6 @@ from rackwise.cluster.topology import Topology
 from rackwise.engine.view import ClusterView
 from rackwise.workload.state import JobState
 
-_VERSION = attrgetter("version")
 _NODES = attrgetter("nodes")
 
 
