@@ -166,6 +166,7 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
                                   one_rack=self.spread_copies_in_rack)
         self.tiers_: dict[str, Tiers] = {}
         self.types_by_rate_: dict[str, tuple[float, list[tuple[int, float]]]] = {}
+        self.deadlines_: dict[str, tuple[float, list[float]]] = {}
         self.wakes_ = DelayWakes(self._wake_instants)
 
     def on_arrival(self, job: Job, now: float) -> None:
@@ -179,6 +180,7 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
         self.type_rates_.forget(job.job_id)
         self.tiers_.pop(job.job_id, None)
         self.types_by_rate_.pop(job.job_id, None)
+        self.deadlines_.pop(job.job_id, None)
         self.wakes_.forget(job.job_id)
         self.copies_.forget(job.job_id)
 
@@ -227,7 +229,7 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
         """When a waiting job may relax a level, and take a slower GPU type if there are several."""
         instants = self._deadlines(view, state)
         if len(self.type_rates_.types) > 1:
-            instants.append(state.queued_since + self.type_wait_s)
+            return [*instants, state.queued_since + self.type_wait_s]
         return instants
 
     # ------------------------------------------------------------- delay state
@@ -255,13 +257,17 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
         return L2, math.inf
 
     def _deadlines(self, view: ClusterView, state: JobState) -> list[float]:
-        """When the job's timers run out at each level from its target up to L2."""
+        """When the job's timers run out at each level from its target up to L2 (kept per stay in the queue)."""
+        kept = self.deadlines_.get(state.job_id)
+        if kept is not None and kept[0] == state.queued_since:
+            return kept[1]
         cls = self.sensitivity_class(view, state.job)
         timers = {"low": self.timer_low_s, "med": self.timer_med_s, "high": self.timer_high_s}[cls]
         deadline, deadlines = state.queued_since, []
         for level in range(target_level(view.topology, state.job.n_gpus), L2):
             deadline += timers[level]
             deadlines.append(deadline)
+        self.deadlines_[state.job_id] = (state.queued_since, deadlines)
         return deadlines
 
     # ---------------------------------------------------------------- placement

@@ -21,6 +21,7 @@ from rackwise.engine.view import ClusterView
 from rackwise.workload.state import JobState
 
 Instants = Callable[[ClusterView, JobState], Iterable[float]]
+_NONE = (-1, 0.0)  # no stay
 
 
 class DelayWakes:
@@ -34,9 +35,9 @@ class DelayWakes:
     def __init__(self, instants: Instants) -> None:
         self._instants = instants
         self._heap: list[tuple[float, int, str]] = []  # (instant, stay, job id)
-        self._stay: dict[str, int] = {}  # each waiting job's stay in the queue with instants in the heap
+        # Each waiting job's stay in the queue with instants in the heap: its number, and when it began.
+        self._stay: dict[str, tuple[int, float]] = {}
         self._stays = 0
-        self._queued_since: dict[str, float] = {}  # ... and when that stay began
         self._arrived: list[str] = []
         self._mark: tuple[int, int] | None = None
 
@@ -47,7 +48,6 @@ class DelayWakes:
     def forget(self, job_id: str) -> None:
         """A job completed."""
         self._stay.pop(job_id, None)
-        self._queued_since.pop(job_id, None)
 
     def next_wake(self, view: ClusterView, now: float, started: Set[str]) -> float:
         """The earliest instant after ``now`` of a job waiting in ``view`` and not in ``started`` (inf: none)."""
@@ -60,17 +60,18 @@ class DelayWakes:
             state = pending.get(job_id)
             if state is None or job_id in started:
                 continue
-            if named is None and self._queued_since.get(job_id) == state.queued_since:
+            if named is None and (known := self._stay.get(job_id)) is not None and known[1] == state.queued_since:
                 continue  # the same stay, timed already
             self._time(view, state, now)
         heap, held = self._heap, []
         wake = math.inf
         while heap:
             at, stay, job_id = heap[0]
-            if at <= now or job_id not in pending or self._stay.get(job_id) != stay:
+            current = self._stay.get(job_id, _NONE)[0] == stay
+            if at <= now or job_id not in pending or not current:
                 heapq.heappop(heap)
-                if job_id not in pending and self._stay.get(job_id) == stay:
-                    del self._stay[job_id], self._queued_since[job_id]  # its stay is over
+                if current and job_id not in pending:
+                    del self._stay[job_id]  # its stay is over
             elif job_id in started:
                 held.append(heapq.heappop(heap))
             else:
@@ -82,8 +83,7 @@ class DelayWakes:
 
     def _time(self, view: ClusterView, state: JobState, now: float) -> None:
         self._stays += 1
-        self._stay[state.job_id] = self._stays
-        self._queued_since[state.job_id] = state.queued_since
+        self._stay[state.job_id] = (self._stays, state.queued_since)
         for at in self._instants(view, state):
             if at > now:
                 heapq.heappush(self._heap, (at, self._stays, state.job_id))
