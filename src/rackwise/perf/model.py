@@ -111,9 +111,9 @@ class NetworkPerf:
         index = RunningIndex(tuple(node.n_gpus for node in topology.nodes), uplink_gbps,
                              level_bandwidth_gbps(topology.links, Level.CLUSTER),
                              Weights(self.interference_, cfg.interference_scale), cfg.interference_scale)
+        self.index_ = index
         # the index's own containers, read here on the hot path
         self._placed, self._forked = index.placed, index.forked
-        self._index, self._unindex = index.add, index.remove
         self._comm_now: dict[str, tuple[float, float]] = {}
         self.contention_ = Contention(index, self.placing_.place_state, self._comm_now)
 
@@ -211,7 +211,7 @@ class NetworkPerf:
             old = placed_jobs.get(job_id)
             state = running.get(job_id)
             if old is not None and (state is None or state.gpu_ids != old.gpu_ids):
-                self._unindex(old, affected)
+                self.index_.remove(old, affected)
                 touched.append(old)
                 self._comm_now.pop(job_id, None)
                 old = None
@@ -219,7 +219,7 @@ class NetworkPerf:
                 if old is None:
                     old = self.placing_.place_state(state)
                     old.partner = state.partner
-                    self._index(old, affected)
+                    self.index_.add(old, affected)
                     touched.append(old)
                 else:
                     old.rate = -1.0  # named in `changed`: reported even if its pace did not move

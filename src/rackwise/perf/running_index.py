@@ -154,5 +154,9 @@ class RunningIndex:
                     shares = self.share
                     for other_id, other in crossing.items():
                         if other.bandwidth >= old:
-                            other.bandwidth = min(other.base_gbps, min(map(shares.__getitem__, other.racks)))
+                            least = other.base_gbps
+                            for other_rack in other.racks:  # a loop, not `min(map(...))`: compiled, it stays native
+                                if shares[other_rack] < least:
+                                    least = shares[other_rack]
+                            other.bandwidth = least
                             affected[other_id] = other
