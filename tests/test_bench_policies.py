@@ -59,3 +59,39 @@ def test_an_unknown_model_is_refused_in_one_line() -> None:
                           capture_output=True, text=True, check=False)
     assert done.returncode == 2
     assert "--perf: invalid choice: 'roofline'" in done.stderr
+
+
+def test_the_network_ratio_is_the_network_model_run_over_the_ideal_one() -> None:
+    done = subprocess.run([sys.executable, str(SCRIPT), "network-ratio", "--policies", "fifo", "--traces",
+                           "philly_2017", "--first-n", str(FIRST_N)],
+                          capture_output=True, text=True, check=True)
+    (row,) = [json.loads(line) for line in done.stdout.splitlines()]
+    from rackwise.perf.model import NetworkPerf
+
+    assert row["records_sha256_ideal"] == _records_sha256(None)
+    assert row["records_sha256_network"] == _records_sha256(NetworkPerf())
+    assert row["cpu_ratio"] == round(row["cpu_s_network"] / max(row["cpu_s_ideal"], 1e-3), 2)
+    assert "meets_target" not in row  # the target speaks of whole traces
+
+
+@pytest.mark.parametrize(("row", "full_trace", "target", "meets"), [
+    ({"figure": "speed", "perf": "ideal", "cpu_s": 59.9}, True, 60.0, True),
+    ({"figure": "speed", "perf": "ideal", "cpu_s": 60.0}, True, 60.0, False),
+    ({"figure": "speed", "perf": "ideal", "skipped": "took more than 300 s"}, True, 60.0, False),
+    ({"figure": "network-ratio", "cpu_ratio": 2.01}, True, 2.0, False),
+    ({"figure": "network-ratio", "cpu_ratio": 1.5}, True, 2.0, True),
+    ({"figure": "decision", "policy": "tiresias", "decision_ms_median": 51.0}, True, 50.0, False),
+    ({"figure": "decision", "policy": "gavel", "decision_ms_median": 51.0}, True, 1_000.0, True),
+    ({"figure": "linearity", "cpu_ratio": 12.5}, True, 12.0, False),
+])
+def test_a_row_is_held_to_its_target(bench: ModuleType, row: dict[str, object], full_trace: bool,
+                                     target: float, meets: bool) -> None:
+    judged = bench.with_target(row, full_trace=full_trace)
+    assert (judged["target"], judged["meets_target"]) == (target, meets)
+
+
+@pytest.mark.parametrize("row", [{"figure": "speed", "perf": "network", "cpu_s": 1.0},
+                                 {"figure": "speed", "perf": "ideal", "cpu_s": 1.0, "first": True},
+                                 {"figure": "network-ratio", "cpu_ratio": 1.0, "first": True}])
+def test_a_row_no_target_speaks_of_carries_none(bench: ModuleType, row: dict[str, object]) -> None:
+    assert "target" not in bench.with_target(row, full_trace="first" not in row)
