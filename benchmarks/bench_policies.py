@@ -27,8 +27,9 @@ Two figures, each measured in a fresh process (so max RSS belongs to that run):
 Where a row measures what a target speaks of, it carries the target and
 ``meets_target``: a full trace under the ideal model in under 60 CPU s; under
 the network model in under twice that run's time; one decision (the median
-of ``--repeat``) in under 50 ms for fifo, sjf, srtf, tiresias and dally and
-1 s for the rest; ten times the jobs in at most twelve times the CPU time.
+of ``--repeat``) in under 50 ms for the queue and delay-scheduling policies
+(fifo, fifo-backfill, sjf, srtf, tiresias, dally, consolidate-strict,
+philly-relax) and 1 s for the rest; ten times the jobs in at most twelve times the CPU time.
 
     python benchmarks/bench_policies.py decision
     python benchmarks/bench_policies.py decision --policies asrpt -p predictor=forest -p rank=vm
@@ -65,7 +66,8 @@ FULL_TRACE_CPU_S = 60.0
 NETWORK_RATIO = 2.0
 DECISION_MS = 1_000.0
 FAST_DECISION_MS = 50.0
-FAST_POLICIES = frozenset({"fifo", "sjf", "srtf", "tiresias", "dally"})
+FAST_POLICIES = frozenset({"fifo", "fifo-backfill", "sjf", "srtf", "tiresias", "dally", "consolidate-strict",
+                           "philly-relax"})
 TEN_TIMES_THE_JOBS = 12.0
 
 
