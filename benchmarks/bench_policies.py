@@ -1,6 +1,6 @@
 """Per-policy cost: simulation speed on the full traces, and one decision at scale.
 
-Two figures, each measured in a fresh process (so max RSS belongs to that run):
+Each figure is measured in fresh processes (so max RSS belongs to one run):
 
 * ``speed``: the whole trace under one policy (philly_2017 on 512 GPUs,
   itp_2021 on 1,280), jobs simulated per second of wall and CPU time, peak
@@ -29,7 +29,8 @@ Where a row measures what a target speaks of, it carries the target and
 the network model in under twice that run's time; one decision (the median
 of ``--repeat``) in under 50 ms for the queue and delay-scheduling policies
 (fifo, fifo-backfill, sjf, srtf, tiresias, dally, consolidate-strict,
-philly-relax) and 1 s for the rest; ten times the jobs in at most twelve times the CPU time.
+philly-relax) and 1 s for the rest; ten times the jobs in at most twelve
+times the CPU time.
 
     python benchmarks/bench_policies.py decision
     python benchmarks/bench_policies.py decision --policies asrpt -p predictor=forest -p rank=vm
@@ -93,7 +94,6 @@ def with_target(row: dict[str, object], *, full_trace: bool = True) -> dict[str,
         return row
     meets = isinstance(measured, (int, float)) and measured < target
     return {**row, "target": target, "meets_target": meets}
-
 
 
 def _rss_mib() -> float:

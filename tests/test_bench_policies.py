@@ -90,8 +90,8 @@ def test_a_row_is_held_to_its_target(bench: ModuleType, row: dict[str, object], 
     assert (judged["target"], judged["meets_target"]) == (target, meets)
 
 
-@pytest.mark.parametrize("row", [{"figure": "speed", "perf": "network", "cpu_s": 1.0},
-                                 {"figure": "speed", "perf": "ideal", "cpu_s": 1.0, "first": True},
-                                 {"figure": "network-ratio", "cpu_ratio": 1.0, "first": True}])
-def test_a_row_no_target_speaks_of_carries_none(bench: ModuleType, row: dict[str, object]) -> None:
-    assert "target" not in bench.with_target(row, full_trace="first" not in row)
+@pytest.mark.parametrize(("row", "full_trace"), [({"figure": "speed", "perf": "network", "cpu_s": 1.0}, True),
+                                               ({"figure": "speed", "perf": "ideal", "cpu_s": 1.0}, False),
+                                               ({"figure": "network-ratio", "cpu_ratio": 1.0}, False)])
+def test_a_row_no_target_speaks_of_carries_none(bench: ModuleType, row: dict[str, object], full_trace: bool) -> None:
+    assert "target" not in bench.with_target(row, full_trace=full_trace)
