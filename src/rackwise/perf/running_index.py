@@ -156,7 +156,8 @@ class RunningIndex:
                         if other.bandwidth >= old:
                             least = other.base_gbps
                             for other_rack in other.racks:  # a loop, not `min(map(...))`: compiled, it stays native
-                                if shares[other_rack] < least:
-                                    least = shares[other_rack]
+                                rack_share = shares[other_rack]
+                                if rack_share < least:
+                                    least = rack_share
                             other.bandwidth = least
                             affected[other_id] = other
