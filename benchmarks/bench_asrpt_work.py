@@ -21,7 +21,11 @@ with counters wrapped around its internals, and prints:
   since a decision that started and preempted nothing (the policy's
   ``tick_s`` wake-ups, mostly). Only the preemption pass can act in them,
   so they bound what skipping such wake-ups could save: their count, how
-  many did act, and their share of the CPU time spent deciding.
+  many did act, and their share of the CPU time spent deciding; and those
+  that did nothing, by why: the greedy prefix kept no waiting job (so the
+  pass had nothing to try), no running job outside it was a victim (keyed
+  past the first kept waiting job's bar and run ``min_run_s``), or the
+  victims tried made no room.
 
 Two variants that are not rackwise's, each changing decisions, measure what
 fewer class distributions would save:
@@ -75,8 +79,10 @@ def _count(counts: Counter[str]) -> None:
     decide = predicted_srpt.PredictedSrpt._schedule
     line, rank_bound = SizeDistribution.gittins_line, SizeDistribution.rank_bound
     on_arrival, on_completion = predicted_srpt.PredictedSrpt.on_arrival, predicted_srpt.PredictedSrpt.on_completion
+    preempt_pass = predicted_srpt.PredictedSrpt._preempt_to_vm_order
     asking: list[Hashable] = [None]
     idle = [False]  # no arrival or finish since a decision that did nothing
+    passed: list[str] = []  # what the decision's preemption pass had to try
 
     def counted_arrive(self: class_sizes.ClassSizes, job_id: str, job_class: Hashable) -> None:
         if job_class in self._cached:
@@ -140,6 +146,22 @@ def _count(counts: Counter[str]) -> None:
             bounds[state.job_id] = (key, dist, attained, end)
         return out, under
 
+    def counted_preempt_pass(self: predicted_srpt.PredictedSrpt, view: ClusterView,
+                             desired: list[tuple[predicted_srpt.Key, JobState]],
+                             waiting: list[tuple[predicted_srpt.Key, JobState]],
+                             lowest_first: Callable[[], Iterable[tuple[predicted_srpt.Key, JobState]]],
+                             free: Any, now: float) -> Any:
+        if not waiting:
+            passed.append("no waiting job kept")
+        else:
+            # The first kept waiting job has the lowest bar: a victim of any is one of its.
+            bar = waiting[0][0][0] / (1.0 - self._params.epsilon)
+            kept = {key[3] for key, _ in desired}
+            victims = any(key[0] > bar and key[3] not in kept and now - state.run_start >= self._params.min_run_s
+                          for key, state in lowest_first())
+            passed.append("victims made no room" if victims else "no victim")
+        return preempt_pass(self, view, desired, waiting, lowest_first, free, now)
+
     def counted_on_arrival(self: predicted_srpt.PredictedSrpt, job: Job) -> None:
         idle[0] = False
         on_arrival(self, job)
@@ -150,6 +172,7 @@ def _count(counts: Counter[str]) -> None:
 
     def counted_decide(self: predicted_srpt.PredictedSrpt, view: ClusterView, now: float) -> Decisions:
         nothing_new = idle[0]
+        passed.clear()
         started = time.process_time()
         decisions = decide(self, view, now)
         spent = time.process_time() - started
@@ -159,12 +182,15 @@ def _count(counts: Counter[str]) -> None:
         counts["decisions with nothing new that acted"] += nothing_new and acted
         counts["CPU us deciding"] += round(1e6 * spent)
         counts["CPU us deciding with nothing new"] += round(1e6 * spent) if nothing_new else 0
+        if nothing_new and not acted:
+            counts["with nothing new, did nothing: " + (passed[0] if passed else "no pass")] += 1
         idle[0] = not acted
         return decisions
 
     predicted_srpt.PredictedSrpt.on_arrival = counted_on_arrival  # type: ignore[method-assign]
     predicted_srpt.PredictedSrpt.on_completion = counted_on_completion  # type: ignore[method-assign]
     predicted_srpt.PredictedSrpt._schedule = counted_decide  # type: ignore[method-assign]
+    predicted_srpt.PredictedSrpt._preempt_to_vm_order = counted_preempt_pass  # type: ignore[method-assign]
     class_sizes.ClassSizes.arrive = counted_arrive  # type: ignore[method-assign]
     class_sizes.ClassSizes.finish = counted_finish  # type: ignore[method-assign]
     class_sizes.ClassSizes.distribution = counted_distribution  # type: ignore[method-assign]

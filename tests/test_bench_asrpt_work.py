@@ -19,8 +19,8 @@ SCRIPT = BENCHMARKS / "bench_asrpt_work.py"
 FIRST_N = 300
 
 
-def _run(*args: str) -> str:
-    done = subprocess.run([sys.executable, str(SCRIPT), "--first-n", str(FIRST_N), *args],
+def _run(*args: str, first_n: int = FIRST_N) -> str:
+    done = subprocess.run([sys.executable, str(SCRIPT), "--first-n", str(first_n), *args],
                           capture_output=True, text=True, check=True, cwd=BENCHMARKS)
     return done.stdout
 
@@ -49,7 +49,7 @@ def test_the_counted_run_decides_as_asrpt_and_counts_its_running_jobs() -> None:
 
 
 def test_every_decision_is_counted_once_and_nothing_new_is_a_part_of_them() -> None:
-    out = _run()
+    out = _run(first_n=2_000)  # the first decisions with nothing new come past the first 1,000 jobs
 
     def count(name: str) -> int:
         return int(re.search(rf"^{name}: (\d+)", out, re.MULTILINE).group(1))  # type: ignore[union-attr]
@@ -58,6 +58,11 @@ def test_every_decision_is_counted_once_and_nothing_new_is_a_part_of_them() -> N
     assert count("decisions") == steps  # the simulator asks the policy once per step
     assert count("decisions with nothing new that acted") <= count("decisions with nothing new") < steps
     assert count("CPU us deciding with nothing new") <= count("CPU us deciding")
+    why = re.findall(r"^with nothing new, did nothing: (.+): (\d+)$", out, re.MULTILINE)
+    assert {reason for reason, _ in why} <= {"no waiting job kept", "no victim", "victims made no room",
+                                            "no pass"}
+    idle = count("decisions with nothing new") - count("decisions with nothing new that acted")
+    assert sum(int(n) for _, n in why) == idle > 0
 
 
 def test_the_variants_change_what_is_worked_out_again() -> None:
