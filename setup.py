@@ -41,6 +41,7 @@ COMPILED = [
     "src/rackwise/policies/parts/hadar_planning.py",
     "src/rackwise/policies/parts/heterogeneity.py",
     "src/rackwise/policies/parts/idle_copies.py",
+    "src/rackwise/policies/parts/las_queues.py",
     "src/rackwise/policies/parts/locality.py",
     "src/rackwise/policies/parts/ordering.py",
     "src/rackwise/policies/parts/overrun_watch.py",

@@ -106,7 +106,7 @@ class Marl(BasePolicy):
         if self.order == "las":
             self.las_ = Tiresias()
             self.las_.reset(view, rng)
-            self.las_.place_ = self._place_started
+            self.las_.queues_.place = self._place_started
             self.agent_of_: dict[str, int] = {}
             self.deciding_: _LasDecision | None = None
 
@@ -198,7 +198,7 @@ class Marl(BasePolicy):
         tracked = self.tracked_
         tracked.sync(holding, free)
         if decision.queues is None:  # Tiresias' keys do not move within a call: sorted once
-            key_of = self.las_.key_of_
+            key_of = self.las_.queues_.key_of
             decision.queues = [[] for _ in range(self.n_agents_)]
             for job_id, pending in decision.view.pending.items():
                 decision.queues[self.agent_of_[job_id]].append(pending.job)
