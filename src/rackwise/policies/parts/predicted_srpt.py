@@ -434,11 +434,14 @@ class PredictedSrpt:
         A walk of the machine's order, unless waiting jobs far outnumber
         running ones: then sorting the running ones by key reads fewer.
         """
-        order = self._vm.order()
+        vm = self._vm
+        order = vm.order()
         if len(order) > 4 * len(running):
-            order_key = self._vm.order_key
-            return sorted(((order_key(job_id), state) for job_id, state in running.items()),
-                          key=itemgetter(0), reverse=True)
+            # A list, not a generator, and the machine's method called on it, not kept bound:
+            # the compiled build then calls it directly.
+            keyed = [(vm.order_key(job_id), state) for job_id, state in running.items()]
+            keyed.sort(key=itemgetter(0), reverse=True)
+            return keyed
         return [(key, state) for key in reversed(order) if (state := running.get(key[3])) is not None]
 
     def _graph(self, job: Job) -> JobGraph:
