@@ -167,8 +167,9 @@ class LasQueues:
 
     def _on_preempt(self, view: ClusterView, job_id: str, now: float) -> None:
         state = view.running[job_id]
-        self._drop_running(self.key_of[job_id])
-        queue, _, seq, _ = self.key_of[job_id]
+        old = self.key_of[job_id]
+        self._drop_running(old)
+        queue, _, seq, _ = old
         key = self.key_of[job_id] = self._key(queue, seq, job_id, running=False)
         self.demote_at.pop(job_id, None)
         self.pending.add(job_id, state.job.n_gpus, key)
