@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import gc
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -77,3 +80,20 @@ def test_start_latency_delays_each_launch_and_is_refused_below_zero(tmp_path: Pa
                               "--out", str(tmp_path / "bad")])
     assert bad.exit_code == 2
     assert "start_latency_s" in bad.output and len(bad.output.strip().splitlines()) == 1
+
+
+def _blas_threads_after_importing_the_cli(**environ: str) -> str:
+    code = ("import rackwise.cli, os\n"
+            "from threadpoolctl import threadpool_info\n"
+            "pools = [pool['num_threads'] for pool in threadpool_info() if pool['user_api'] == 'blas']\n"
+            "print(os.environ['OPENBLAS_NUM_THREADS'], pools)")
+    env = {key: value for key, value in os.environ.items() if key != "OPENBLAS_NUM_THREADS"}
+    done = subprocess.run([sys.executable, "-c", code], env={**env, **environ}, capture_output=True,
+                          text=True, check=True)
+    return done.stdout.strip()
+
+
+def test_the_command_runs_one_blas_thread_unless_told_otherwise() -> None:
+    """Set before numpy loads its BLAS (numpy's pool then reports one thread), and only as a default."""
+    assert _blas_threads_after_importing_the_cli() == "1 [1]"
+    assert _blas_threads_after_importing_the_cli(OPENBLAS_NUM_THREADS="2") == "2 [2]"

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import atexit
 import gc
+import os
 from importlib.metadata import PackageNotFoundError, version
+
+# One BLAS thread unless the user asks for more, set before numpy loads OpenBLAS: rackwise's
+# arrays are small, so OpenBLAS's other threads would only spin after starting (about 0.2 of
+# the 2 CPU s of a FIFO run on philly_2017, on 2 cores), and sweeps run a process per core.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 from typing import Annotated
 
 import typer
