@@ -15,7 +15,8 @@ profile of the compiled build (``py-spy record --native``) a compiled
 function is ``CPyDef_<module>___<Class>___<method>``, called from Python
 through a wrapper ``CPyPy_...``, and inline helpers in C headers (the
 reference counts of ``object.h``, say) show as frames; the wrappers are
-looked through and the helpers counted as their caller's own work.
+looked through and the helpers counted as their caller's own work, as are
+the functions a `perf` profile marks inlined (``perf_collapse.py``).
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ import re
 from collections import Counter
 from pathlib import Path
 
-# A native frame in a header: an inline helper (reference counts, tuple slots), the caller's own work.
-_INLINE = re.compile(r"\(\S+\.h\)$")
+# A native frame in a header (reference counts, tuple slots) or inlined: the caller's own work.
+_INLINE = re.compile(r"\((\S+\.h|inlined)\)$")
 
 
 def _samples(path: Path) -> list[tuple[list[str], int]]:
