@@ -18,8 +18,6 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Set
 from dataclasses import dataclass
-from itertools import chain
-from operator import attrgetter
 
 from mypy_extensions import mypyc_attr
 
@@ -27,8 +25,6 @@ from rackwise.cluster.allocation import Allocation
 from rackwise.cluster.topology import Topology
 from rackwise.engine.view import ClusterView
 from rackwise.workload.state import JobState
-
-_NODES = attrgetter("nodes")
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -169,7 +165,9 @@ class FirstCopiesView:
             self._running.update((job_id, made.shown) for job_id, made in jobs.items())
             reshaped = True
         if moved or reshaped:
-            node_seq = [*chain.from_iterable(map(_NODES, jobs.values()))]
+            node_seq: list[int] = []
+            for made in jobs.values():  # a loop over typed values: compiled, it reads fields directly
+                node_seq.extend(made.nodes)
             if moved or node_seq != self._node_seq:
                 self._reorder(node_seq)
 
