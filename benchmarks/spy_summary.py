@@ -1,4 +1,4 @@
-"""Where a profile's time went, by function: a py-spy raw profile summed per function.
+"""Where a profile's time went, by function: a py-spy raw profile (or a `perf` one, collapsed) summed per function.
 
     py-spy record -r 100 -f raw --subprocesses -o /tmp/hadar.txt -- \\
         python bench_policies.py speed --policies hadar --traces philly_2017 --first-n 20000
@@ -69,7 +69,7 @@ def callees(path: Path, name: str) -> tuple[int, Counter[str]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("profile", type=Path, help="py-spy record -f raw output")
+    parser.add_argument("profile", type=Path, help="py-spy record -f raw output, or perf_collapse.py's")
     parser.add_argument("top", type=int, nargs="?", default=15)
     parser.add_argument("--under", metavar="NAME", help="split this function's samples by direct callee")
     args = parser.parse_args()
