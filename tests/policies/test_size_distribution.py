@@ -124,3 +124,31 @@ def test_the_rank_bound_is_the_lesser_of_two_ratios_just_raised_and_above_the_ra
         assert rank < bound
         assert min(expected, to_next) < bound
         assert bound <= min(expected + 2e-9 * (attained + expected), to_next * (1 + 2e-9))
+
+
+def _reference_bound(values: np.ndarray, weights: np.ndarray, attained: float) -> float:
+    """`SizeDistribution.rank_bound` with its tail sums as numpy's cumulative sums from the end."""
+    k = int(np.searchsorted(values, attained, side="right"))
+    tail_weight = np.cumsum(weights[::-1])[::-1]
+    tail_size = np.cumsum(weights[::-1] * values[::-1])[::-1]
+    mean_tail = tail_size[k] / tail_weight[k]
+    to_end = mean_tail - attained + 1e-9 * mean_tail
+    to_next = (values[k] - attained) * (tail_weight[k] / weights[k]) * (1.0 + 1e-9)
+    return float(min(to_end, to_next))
+
+
+@settings(max_examples=200, deadline=None)
+@given(distributions(), st.data())
+def test_sums_over_samples_are_numpys_bit_for_bit(dist: SizeDistribution, data: st.DataObject) -> None:
+    values, weights = dist.values, dist.weights
+    cumulative = np.cumsum(weights)
+    assert dist.median() == float(values[int(np.searchsorted(cumulative, 0.5 * cumulative[-1]))])
+    # The same samples taken as sorted (a Kaplan-Meier estimate's way in) give the same bits.
+    as_sorted = SizeDistribution(values.tolist(), weights.tolist(), assume_sorted=True)
+    assert as_sorted.median() == dist.median() and as_sorted.largest == dist.largest
+    extra = data.draw(st.lists(st.floats(0.0, 1.2e7, allow_nan=False), max_size=8))
+    for attained in [0.0, *values.tolist(), *extra]:
+        assert as_sorted.gittins_line(attained) == dist.gittins_line(attained)
+        assert as_sorted.rank_bound(attained) == dist.rank_bound(attained)
+        if attained < dist.largest:
+            assert dist.rank_bound(attained) == _reference_bound(values, weights, attained)

@@ -48,23 +48,31 @@ class SizeDistribution:
             weight (not checked): taken as they are, without a sort.
     """
 
-    __slots__ = ("_envelopes", "_tail_sums", "_value_list", "_values", "_weights", "beyond_factor", "largest")
+    __slots__ = ("_arrays", "_envelopes", "_tail_sums", "_value_list", "_weight_list", "beyond_factor", "largest")
 
     def __init__(self, values: Sequence[float] | np.ndarray,
                  weights: Sequence[float] | np.ndarray | None = None, *,
                  beyond_factor: float = 0.5, assume_sorted: bool = False) -> None:
-        x = np.asarray(values, dtype=np.float64)
-        w = np.ones_like(x) if weights is None else np.asarray(weights, dtype=np.float64)
-        if x.shape != w.shape or x.ndim != 1 or not len(x):
-            raise ValueError("a size distribution needs one weight per sample, and a sample")
-        if assume_sorted:  # a class's Kaplan-Meier estimate, one per arrival or finish: no more numpy than needed
-            self._values, self._weights = x, w
+        # The samples are kept as lists of floats: a class's distribution has a few hundred
+        # at most, and a loop over them (compiled) costs less than numpy's calls would.
+        if assume_sorted:  # a class's Kaplan-Meier estimate, one per arrival or finish: no numpy
+            value_list = values.tolist() if isinstance(values, np.ndarray) else list(values)
+            weight_list = ([1.0] * len(value_list) if weights is None else
+                           weights.tolist() if isinstance(weights, np.ndarray) else list(weights))
+            if len(value_list) != len(weight_list) or not value_list:
+                raise ValueError("a size distribution needs one weight per sample, and a sample")
+            self._arrays: tuple[np.ndarray, np.ndarray] | None = None  # `_as_arrays`
         else:
+            x = np.asarray(values, dtype=np.float64)
+            w = np.ones_like(x) if weights is None else np.asarray(weights, dtype=np.float64)
+            if x.shape != w.shape or x.ndim != 1 or not len(x):
+                raise ValueError("a size distribution needs one weight per sample, and a sample")
             keep = w > 0
             order = np.argsort(x[keep], kind="stable")
-            self._values = x[keep][order]
-            self._weights = w[keep][order]
-        self._value_list: list[float] | None = None  # `_sample_list`
+            self._arrays = (x[keep][order], w[keep][order])
+            value_list, weight_list = self._arrays[0].tolist(), self._arrays[1].tolist()
+        self._value_list: list[float] = value_list
+        self._weight_list: list[float] = weight_list
         # Weight and weighted size of the samples from each one on, and the first over
         # that sample's own weight, once `rank_bound` asks.
         self._tail_sums: tuple[list[float], list[float], list[float]] | None = None
@@ -73,33 +81,49 @@ class SizeDistribution:
         self._envelopes: dict[int, _Envelope] = {}
         self.beyond_factor = beyond_factor
         # From here on both ranks are ``beyond_factor * a``: a job that outlived every sample.
-        self.largest = float(self._values[-1])
+        self.largest = value_list[-1]
 
     @classmethod
     def point(cls, value: float, *, beyond_factor: float = 0.5) -> SizeDistribution:
         """A size known (or taken) to be exactly ``value``."""
-        return cls([value], beyond_factor=beyond_factor)
+        return cls([float(value)], beyond_factor=beyond_factor, assume_sorted=True)
+
+    def _as_arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._arrays is None:
+            self._arrays = (np.array(self._value_list, dtype=np.float64),
+                            np.array(self._weight_list, dtype=np.float64))
+        return self._arrays
 
     @property
     def values(self) -> np.ndarray:
         """The samples, smallest first (weight-0 samples dropped)."""
-        return self._values
+        return self._as_arrays()[0]
 
     @property
     def weights(self) -> np.ndarray:
         """Each sample's weight, in the order of `values`."""
-        return self._weights
+        return self._as_arrays()[1]
 
     def median(self) -> float:
         """The smallest sample with at least half the weight at or below it."""
-        cumulative = np.cumsum(self._weights)
-        return float(self._values[int(np.searchsorted(cumulative, 0.5 * cumulative[-1]))])
+        weights = self._weight_list
+        total = 0.0
+        for weight in weights:  # in order, as a cumulative sum adds them
+            total += weight
+        half = 0.5 * total
+        so_far = 0.0
+        for i, weight in enumerate(weights):
+            so_far += weight
+            if so_far >= half:
+                return self._value_list[i]
+        return self._value_list[-1]
 
     def _tail(self, attained: float) -> tuple[np.ndarray, np.ndarray] | None:
-        k = int(np.searchsorted(self._values, attained, side="right"))
-        if k == len(self._values):
+        values, weights = self._as_arrays()
+        k = int(np.searchsorted(values, attained, side="right"))
+        if k == len(values):
             return None
-        return self._values[k:] - attained, self._weights[k:]
+        return values[k:] - attained, weights[k:]
 
     def expected_remaining(self, attained: float = 0.0) -> float:
         """E[X - a | X > a]; ``beyond_factor * a`` past the largest sample."""
@@ -108,12 +132,6 @@ class SizeDistribution:
             return self.beyond_factor * attained
         rest, w = tail
         return float(np.dot(w, rest) / w.sum())
-
-    def _sample_list(self) -> list[float]:
-        """`values` as Python floats, made once a rank asks (bisecting a list is cheaper)."""
-        if self._value_list is None:
-            self._value_list = self._values.tolist()
-        return self._value_list
 
     def rank_bound(self, attained: float) -> float:
         """An upper bound on `gittins_rank` at ``attained``, in O(log n).
@@ -126,17 +144,13 @@ class SizeDistribution:
         the roundings of either way of working it out. Past the largest
         sample it is the rank itself.
         """
-        values = self._sample_list()
+        values = self._value_list
         k = bisect_right(values, attained)
         if k == len(values):
             return self.beyond_factor * attained
         sums = self._tail_sums
         if sums is None:
-            weights = self._weights[::-1]
-            tail_weight = np.cumsum(weights)[::-1]
-            sums = self._tail_sums = (tail_weight.tolist(),
-                                      np.cumsum(weights * self._values[::-1])[::-1].tolist(),
-                                      (tail_weight / self._weights).tolist())
+            sums = self._tail_sums = _tail_sums(values, self._weight_list)
         mean_tail = sums[1][k] / sums[0][k]
         to_end = mean_tail - attained + 1e-9 * mean_tail  # a difference: raised by the larger term
         to_next = (values[k] - attained) * sums[2][k] * (1.0 + 1e-9)
@@ -157,14 +171,30 @@ class SizeDistribution:
         while that stays on the line (`RankLine.holds`), the line gives the
         rank with one multiplication and one addition, bit for bit.
         """
-        values = self._sample_list()
+        values = self._value_list
         k = bisect_right(values, attained)  # the first sample past `attained`
         if k == len(values):
             return self.beyond_factor * attained, None
         envelope = self._envelopes.get(k)
         if envelope is None:
-            envelope = self._envelopes[k] = _Envelope(self._values, self._weights, k)
+            envelope = self._envelopes[k] = _Envelope(values, self._weight_list, k)
         return envelope.rank(attained)
+
+
+def _tail_sums(values: list[float], weights: list[float]) -> tuple[list[float], list[float], list[float]]:
+    """From each sample on: the weight, the weighted size, and the weight over the sample's own.
+
+    Summed from the largest sample down, one term after another.
+    """
+    n = len(values)
+    tail_weight, tail_size, share = [0.0] * n, [0.0] * n, [0.0] * n
+    weight_sum = size_sum = 0.0
+    for i in range(n - 1, -1, -1):
+        weight = weights[i]
+        weight_sum += weight
+        size_sum += weight * values[i]
+        tail_weight[i], tail_size[i], share[i] = weight_sum, size_sum, weight_sum / weight
+    return tail_weight, tail_size, share
 
 
 class RankLine(NamedTuple):
@@ -208,39 +238,57 @@ class _Envelope:
     worked out by the definition itself, bit for bit.
     """
 
-    __slots__ = ("_at_start", "_breaks", "_intercepts", "_slopes", "_values", "_weights", "end", "start")
+    __slots__ = ("_at_start", "_breaks", "_intercepts", "_k", "_slopes", "_values", "_weights", "end", "start")
 
-    def __init__(self, values: np.ndarray, weights: np.ndarray, k: int) -> None:
-        self.start = float(values[k - 1]) if k else 0.0
-        self.end = float(values[k])
-        self._values, self._weights = values[k:], weights[k:]  # the tail's samples (views)
+    def __init__(self, values: list[float], weights: list[float], k: int) -> None:
+        self.start = values[k - 1] if k else 0.0
+        self.end = values[k]
+        self._values, self._weights, self._k = values, weights, k  # the samples; the tail starts at k
         self._at_start: float | None = None  # each worked out when first asked: a job not yet
         self._breaks: list[float] | None = None  # run asks only the first, a running one the rest
         self._intercepts: list[float] = []
         self._slopes: list[float] = []
 
-    def _ratios(self, attained: float) -> tuple[np.ndarray, np.ndarray]:
-        """Per quantum x_j - a: expected service over finishing weight (the rank's candidates), and D_j."""
-        weights = self._weights
-        done = weights.cumsum()  # an accumulation: one addition after another, in order
-        rest = self._values - attained
-        served = (weights * rest).cumsum()
-        return (served + (done[-1] - done) * rest) / done, done
+    def _tail_weight(self) -> float:
+        total = 0.0
+        for j in range(self._k, len(self._weights)):  # in order, as a cumulative sum adds them
+            total += self._weights[j]
+        return total
+
+    def _least_ratio(self, attained: float) -> float:
+        """The least of the rank's candidates at ``attained``: the rank, by its definition."""
+        values, weights = self._values, self._weights
+        total = self._tail_weight()
+        done = served = 0.0
+        least = math.inf
+        for j in range(self._k, len(values)):
+            weight, rest = weights[j], values[j] - attained
+            done += weight
+            served += weight * rest
+            ratio = (served + (total - done) * rest) / done
+            if ratio < least:
+                least = ratio
+        return least
 
     def _build_envelope(self) -> list[float]:
         """The lines of the lower envelope, steepest first, and where each gives way to the next.
 
-        ``breaks[i]`` is where lines ``i`` and ``i + 1`` cross, kept as the
-        hull grows, so each crossing is worked out once.
+        Line j is the ratio of quantum x_j - a at a = x_k, and its slope
+        W / D_j. ``breaks[i]`` is where lines ``i`` and ``i + 1`` cross, kept
+        as the hull grows, so each crossing is worked out once.
         """
-        intercepts, done = self._ratios(self.end)
+        values, weights, end = self._values, self._weights, self.end
+        total = self._tail_weight()
         hull_c: list[float] = []
         hull_s: list[float] = []
         breaks: list[float] = []
-        # Typed lists: the compiled build then does this loop's arithmetic on unboxed floats.
-        all_c: list[float] = intercepts.tolist()
-        all_s: list[float] = (done[-1] / done).tolist()
-        for c, slope in zip(all_c, all_s):
+        done = served = 0.0
+        for j in range(self._k, len(values)):
+            weight, rest = weights[j], values[j] - end
+            done += weight
+            served += weight * rest
+            c = (served + (total - done) * rest) / done
+            slope = total / done
             if hull_s and slope >= hull_s[-1]:  # as steep (equal cumulative weight): keep the lower
                 if c >= hull_c[-1]:
                     continue
@@ -265,7 +313,7 @@ class _Envelope:
         """The rank at ``attained`` (within this stretch), and the line it lies on (None at the start)."""
         if attained == self.start:
             if self._at_start is None:
-                self._at_start = float(self._ratios(self.start)[0].min())
+                self._at_start = self._least_ratio(self.start)
             return self._at_start, None
         breaks = self._breaks
         if breaks is None:
