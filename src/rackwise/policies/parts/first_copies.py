@@ -16,8 +16,9 @@ relies on).
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Set
+from collections.abc import Mapping, Reversible, Set
 from dataclasses import dataclass
+from typing import cast
 
 from mypy_extensions import mypyc_attr
 
@@ -64,7 +65,14 @@ class FirstCopiesView:
         self._jobs: dict[str, _Shown] = {}
         self._running: dict[str, JobState] = {}
         self._forked: set[str] = set()  # running jobs with more than one copy
-        self._node_seq: list[int] = []
+        # Where each node last appears in the running jobs' node sequence (`_reorder`): a job's
+        # stamp (rising with its place in the engine's order) times the node count, plus the
+        # node's place among the job's; -1 for a node no job holds.
+        self._stamps: dict[str, int] = {}
+        self._next_stamp = 0
+        self._claimed: dict[str, tuple[int, ...]] = {}  # the nodes each job has keys on
+        self._claims: list[dict[str, int]] = [{} for _ in range(topology.n_nodes)]
+        self._node_key: list[int] = [-1] * topology.n_nodes
         self._run_start: dict[str, float] = {}
         self._mark: tuple[int, int] | None = None  # the engine view's, when last brought up to date
         self._shown: ClusterView | None = None
@@ -133,12 +141,16 @@ class FirstCopiesView:
                 renewed.append((job_id, self._made(state, run_start.get(job_id))))
         if not gone and not renewed:
             return
-        moved = reshaped = False
+        moved = False
+        reclaimed: list[str] = []  # jobs whose places in the node sequence change
+        dirty: list[int] = []  # nodes whose key may change
         # Release first (a GPU may pass to another job).
         for job_id in gone:
             allocation.release(jobs.pop(job_id).first)
             del self._running[job_id]
             self._forked.discard(job_id)
+            self._stamps.pop(job_id, None)
+            dirty.extend(self._unclaim(job_id))
             changed_log.append(job_id)
             moved = True
         moves = [(job_id, made) for job_id, made in renewed
@@ -151,7 +163,8 @@ class FirstCopiesView:
             moved = True
         for job_id, made in renewed:
             known = jobs.get(job_id)
-            reshaped = reshaped or known is None or known.nodes != made.nodes
+            if known is None or known.nodes != made.nodes:
+                reclaimed.append(job_id)
             jobs[job_id] = made
             self._running[job_id] = made.shown
             if made.source.copies > 1:
@@ -159,31 +172,62 @@ class FirstCopiesView:
             else:
                 self._forked.discard(job_id)
             changed_log.append(job_id)
-        if [*jobs] != [*running]:  # a job started anew goes last, as in the engine
-            self._jobs = jobs = {job_id: jobs[job_id] for job_id in running}
-            self._running.clear()
-            self._running.update((job_id, made.shown) for job_id, made in jobs.items())
-            reshaped = True
-        if moved or reshaped:
-            node_seq: list[int] = []
-            for made in jobs.values():  # a loop over typed values: compiled, it reads fields directly
-                node_seq.extend(made.nodes)
-            if moved or node_seq != self._node_seq:
-                self._reorder(node_seq)
+        # A job started anew goes last in the engine's order; every such job has changed, so
+        # they are the engine's last jobs, all in ``redo``: those are put last, in its order.
+        last: list[str] = []
+        # (A view's running jobs are a dict behind a read-only proxy, which reverses.)
+        for job_id in reversed(cast("Reversible[str]", running.keys())):
+            if job_id not in redo:
+                break
+            last.append(job_id)
+        for job_id in reversed(last):
+            made = jobs.pop(job_id)
+            jobs[job_id] = made
+            del self._running[job_id]
+            self._running[job_id] = made.shown
+            self._stamps[job_id] = self._next_stamp
+            self._next_stamp += 1
+            reclaimed.append(job_id)
+        n_nodes = len(self._claims)
+        for job_id in dict.fromkeys(reclaimed):
+            dirty.extend(self._unclaim(job_id))
+            stamp = self._stamps.get(job_id)
+            if stamp is None:
+                stamp = self._stamps[job_id] = self._next_stamp
+                self._next_stamp += 1
+            nodes = self._claimed[job_id] = jobs[job_id].nodes
+            for place, node in enumerate(nodes):
+                self._claims[node][job_id] = stamp * n_nodes + place
+            dirty.extend(nodes)
+        keys_changed = False
+        for node in dirty:
+            key = max(self._claims[node].values(), default=-1)
+            if key != self._node_key[node]:
+                self._node_key[node] = key
+                keys_changed = True
+        if moved or keys_changed:
+            self._reorder()
 
-    def _reorder(self, node_seq: list[int]) -> None:
+    def _unclaim(self, job_id: str) -> tuple[int, ...]:
+        """Take the job's keys off its nodes; those nodes."""
+        nodes = self._claimed.pop(job_id, ())
+        for node in nodes:
+            del self._claims[node][job_id]
+        return nodes
+
+    def _reorder(self) -> None:
         """Put the nodes in each free-count bucket in the order a fresh build would.
 
         A fresh build allocates the running jobs one after another; each job
         moves the nodes it reaches to the end of their new buckets, in the
         order its GPUs first reach them. So a node stands where its last
         move put it: untouched nodes first as an empty allocation holds them,
-        then each touched node by its last place in ``node_seq``.
+        then each touched node by its last place in the running jobs' node
+        sequence (its key).
         """
-        self._node_seq = node_seq
-        touched = [*dict.fromkeys(reversed(node_seq))][::-1]
-        held = set(touched)
-        untouched = [node for node in self._initial_order if node not in held]
+        key = self._node_key
+        touched = sorted((node for node in range(len(key)) if key[node] >= 0), key=key.__getitem__)
+        untouched = [node for node in self._initial_order if key[node] < 0]
         self._allocation.set_node_order(untouched + touched)
 
     def _made(self, state: JobState, start: float | None) -> _Shown:
