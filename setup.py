@@ -36,6 +36,7 @@ COMPILED = [
     "src/rackwise/perf/views.py",
     "src/rackwise/policies/parts/class_sizes.py",
     "src/rackwise/policies/parts/delay_scheduling.py",
+    "src/rackwise/policies/parts/delay_wakes.py",
     "src/rackwise/policies/parts/first_copies.py",
     "src/rackwise/policies/parts/forking.py",
     "src/rackwise/policies/parts/hadar_planning.py",

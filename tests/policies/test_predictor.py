@@ -217,3 +217,18 @@ def test_a_cold_start_distribution_is_shared_until_a_job_finishes() -> None:
     assert after is not first and list(after.values) == pytest.approx([100.0, 300.0])
     declared = predictor.features(_job("e", tags=(("max_iters", "50"),)))
     assert list(predictor.distributions([declared])[0].values) == [50.0]
+
+
+def test_without_its_row_a_job_gets_the_same_cold_start_answers() -> None:
+    full, bare = IterationPredictor(use_forest=False), IterationPredictor(use_forest=False)
+    for i, size in enumerate((900.0, 1_500.0, 1_200.0)):
+        job = _job(f"j{i}", user=f"u{i % 2}", tags=(("max_iters", "2000"),) if i == 2 else ())
+        with_row, without = full.features(job), bare.features(job, with_row=False)
+        assert without.row == () and len(with_row.row) == 16
+        assert (without.key, without.model, without.group, without.user, without.declared_iters) == (
+            with_row.key, with_row.model, with_row.group, with_row.user, with_row.declared_iters)
+        assert bare.predict([without]) == full.predict([with_row])
+        assert [d.values.tolist() for d in bare.distributions([without])] == [
+            d.values.tolist() for d in full.distributions([with_row])]
+        full.observe(with_row, size)
+        bare.observe(without, size)

@@ -117,10 +117,7 @@ class ClusterSnapshot:
 
 def copy_state(state: JobState) -> JobState:
     """A field-by-field copy of a job state (the job record itself is immutable)."""
-    copy = JobState.__new__(JobState)
-    for slot in STATE_FIELDS:
-        setattr(copy, slot, getattr(state, slot))
-    return copy
+    return state.copy()
 
 
 def pickle_policy(policy: object) -> bytes:

@@ -92,6 +92,22 @@ class JobState:
         self.comm_s_per_iter = 0.0
         self.comm_extra_s_per_iter = 0.0
 
+    def copy(self) -> JobState:
+        """A field-by-field copy (the job record, immutable, is shared)."""
+        twin = JobState(self.job)
+        # Every field of `STATE_FIELDS` but ``job``, spelt out: the compiled build copies each directly.
+        twin.attained_gpu_s, twin.busy_until = self.attained_gpu_s, self.busy_until
+        twin.comm_extra_s, twin.comm_extra_s_per_iter = self.comm_extra_s, self.comm_extra_s_per_iter
+        twin.comm_s, twin.comm_s_per_iter = self.comm_s, self.comm_s_per_iter
+        twin.copies, twin.finish_time, twin.first_start = self.copies, self.finish_time, self.first_start
+        twin.gpu_ids, twin.iters_done, twin.job_id = self.gpu_ids, self.iters_done, self.job_id
+        twin.last_update, twin.n_nodes, twin.n_preemptions = self.last_update, self.n_nodes, self.n_preemptions
+        twin.n_racks, twin.overhead_s, twin.partner = self.n_racks, self.overhead_s, self.partner
+        twin.queued_since, twin.rate_iters_per_s = self.queued_since, self.rate_iters_per_s
+        twin.run_start, twin.run_time_s = self.run_start, self.run_time_s
+        twin.status, twin.version = self.status, self.version
+        return twin
+
     # ------------------------------------------------------------- lazy reads
     @property
     def n_gpus(self) -> int:

@@ -17,6 +17,8 @@ import heapq
 import math
 from collections.abc import Callable, Iterable, Set
 
+from mypy_extensions import mypyc_attr
+
 from rackwise.engine.view import ClusterView
 from rackwise.workload.state import JobState
 
@@ -24,6 +26,7 @@ Instants = Callable[[ClusterView, JobState], Iterable[float]]
 _NONE = (-1, 0.0)  # no stay
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class DelayWakes:
     """The next instant any waiting job's timers run out, decision after decision.
 

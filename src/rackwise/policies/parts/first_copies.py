@@ -15,7 +15,6 @@ relies on).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping, Reversible, Set
 from dataclasses import dataclass
 from typing import cast
@@ -233,7 +232,7 @@ class FirstCopiesView:
     def _made(self, state: JobState, start: float | None) -> _Shown:
         shown = state
         if state.copies > 1 or start is not None:
-            shown = copy.copy(state)
+            shown = state.copy()
             shown.gpu_ids = state.gpu_ids[:state.job.n_gpus]
             shown.copies = 1
             if start is not None:

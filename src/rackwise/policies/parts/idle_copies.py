@@ -20,7 +20,6 @@ A running job whose copies change is preempted and started again at once
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -51,7 +50,7 @@ def primary_view(view: ClusterView, run_start: Mapping[str, float]) -> ClusterVi
     running: dict[str, JobState] = {}
     for job_id, state in view.running.items():
         if state.copies > 1 or job_id in run_start:
-            state = copy.copy(state)
+            state = state.copy()
             state.gpu_ids = state.gpu_ids[:state.job.n_gpus]
             state.copies = 1
             state.run_start = run_start.get(job_id, state.run_start)

@@ -257,7 +257,8 @@ class PredictedSrpt:
     def on_arrival(self, job: Job) -> None:
         # Predicted once tau* is known, in `schedule` at this same instant.
         if self._params.predictor not in ORACLES:
-            self._features[job.job_id] = self._predictor.features(job)
+            # Without a forest no row is read: its medians are left out.
+            self._features[job.job_id] = self._predictor.features(job, with_row=self._predictor.use_forest)
         self._arrived.append(job)
         self._waiting[job.job_id] = job
         if self._survival is not None:
@@ -303,7 +304,8 @@ class PredictedSrpt:
             if ideal is None:
                 continue
             unit = self._target_unit(view.perf.rate(job, ideal.gpu_ids, {}))
-            learnt.append((self._predictor.features(job), job.total_iters * unit))
+            features = self._predictor.features(job, with_row=self._predictor.use_forest)
+            learnt.append((features, job.total_iters * unit))
             if self._survival is not None:
                 self._survival.arrive(job.job_id, job_class(job))
                 self._survival.finish(job.job_id, job_class(job), job.total_iters * unit)

@@ -182,11 +182,17 @@ class IterationPredictor:
         values = self._history.get((kind, value))
         return median(values) if values else -1.0
 
-    def features(self, job: Job) -> JobFeatures:
-        """The job's feature row, from the history of jobs finished so far."""
-        par = job_parallelism(job)
+    def features(self, job: Job, *, with_row: bool = True) -> JobFeatures:
+        """The job's feature row, from the history of jobs finished so far.
+
+        ``with_row=False`` leaves the row empty (only the cold-start rules' fields are
+        filled): for a predictor whose forest is off, which reads no row.
+        """
         key = recurrence_key(job)
         declared = declared_iters(job)
+        if not with_row:
+            return JobFeatures((), key, job.model, job.group, job.user, declared)
+        par = job_parallelism(job)
         key_values = self._history.get(("key", key))
         row = (
             self._code("model", job.model), self._code("group", job.group),
