@@ -35,6 +35,7 @@ COMPILED = [
     "src/rackwise/perf/running_index.py",
     "src/rackwise/perf/views.py",
     "src/rackwise/policies/parts/class_sizes.py",
+    "src/rackwise/policies/parts/delay_placement.py",
     "src/rackwise/policies/parts/delay_scheduling.py",
     "src/rackwise/policies/parts/delay_wakes.py",
     "src/rackwise/policies/parts/first_copies.py",

@@ -38,8 +38,8 @@ class Checked(Combined):
 
     def _next_instant(self, view: ClusterView, job_id: str, now: float) -> float:
         state = view.pending[job_id]
-        wake = self._allowed(view, state, now)[1]
-        if len(self.type_rates_.types) > 1 and (type_at := state.queued_since + self.type_wait_s) > now:
+        wake = self.placement_.allowed(view, state, now)[1]
+        if len(self.placement_.type_rates.types) > 1 and (type_at := state.queued_since + self.type_wait_s) > now:
             wake = min(wake, type_at)
         return wake
 

@@ -7,7 +7,8 @@ One policy built from three research designs, each reused, not re-written:
    on predicted work, and its order decides which jobs start, which are
    backfilled and which are preempted. Every A-SRPT parameter applies, the
    ``predictor`` too (``"oracle"`` gives the ``asrpt-oracle`` variant).
-2. **How close** is dally's (`rackwise.policies.delay`): a job's slowdown
+2. **How close** is dally's (`rackwise.policies.delay`; parts 2 and 3 live in
+   `parts.delay_placement`): a job's slowdown
    when spread puts it in a sensitivity class (`parts.locality.SigmaEstimator`),
    and the class's timers say how long it waits for a node, then a rack,
    before it may spread across racks.
@@ -37,6 +38,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import ClassVar
 
 import numpy as np
@@ -44,27 +46,15 @@ import numpy as np
 from rackwise.cluster.allocation import Allocation, TentativeAllocation
 from rackwise.engine.view import ClusterView
 from rackwise.errors import InputError
-from rackwise.perf.graph_placement import GraphPlacement, placement_cost
+from rackwise.perf.graph_placement import GraphPlacement
 from rackwise.perf.job_graph import JobGraph
 from rackwise.policies.base import BasePolicy, Capabilities, Decisions
 from rackwise.policies.parts.asrpt_parameters import AsrptParameters
+from rackwise.policies.parts.delay_placement import DelayTypePlacement
 from rackwise.policies.parts.delay_wakes import DelayWakes
 from rackwise.policies.parts.fork_parameters import ForkParameters, check_fork_parameters
-from rackwise.policies.parts.forking import Tiers, fork_overhead_frac
-from rackwise.policies.parts.hadar_planning import JobTypes
-from rackwise.policies.parts.heterogeneity import (
-    TypeMask,
-    TypeThroughputs,
-    nodes_by_type,
-)
+from rackwise.policies.parts.forking import fork_overhead_frac
 from rackwise.policies.parts.idle_copies import IdleCopies
-from rackwise.policies.parts.locality import (
-    L2,
-    SigmaEstimator,
-    best_placement,
-    main_gpu_type,
-    target_level,
-)
 from rackwise.policies.parts.predicted_srpt import (
     PredictedSrpt,
     asrpt_placement,
@@ -72,7 +62,6 @@ from rackwise.policies.parts.predicted_srpt import (
     predictor_capabilities,
 )
 from rackwise.workload.job import Job
-from rackwise.workload.state import JobState
 
 DELAY = "delay"  # the ``placement`` value that turns on parts 2 and 3
 
@@ -155,19 +144,19 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
 
     def reset(self, view: ClusterView, rng: np.random.Generator) -> None:
         super().reset(view, rng)
-        self.srpt_ = PredictedSrpt(self, self._place, view, rng)
         topology = view.topology
-        self.sigmas_ = SigmaEstimator(main_gpu_type(topology), self.fallback_l1_frac)
-        self.type_rates_ = TypeThroughputs(topology)
-        self.type_nodes_ = nodes_by_type(topology)
-        self.class_of_: dict[str, str] = {}
-        self.copies_ = IdleCopies(self, view, [self.type_rates_.types.index(n.gpu_type) for n in topology.nodes],
+        self.placement_ = DelayTypePlacement(
+            topology, {"low": self.timer_low_s, "med": self.timer_med_s, "high": self.timer_high_s},
+            med_threshold=self.med_threshold, high_threshold=self.high_threshold,
+            fallback_l1_frac=self.fallback_l1_frac, min_speed_frac=self.min_speed_frac,
+            type_wait_s=self.type_wait_s)
+        self.srpt_ = PredictedSrpt(self, self.placement_.place if self.placement == DELAY else self._place,
+                                   view, rng)
+        types = self.placement_.type_rates.types
+        self.copies_ = IdleCopies(self, view, [types.index(n.gpu_type) for n in topology.nodes],
                                   self.sync_s, spread_after_s=self.spread_copies_after_s,
                                   one_rack=self.spread_copies_in_rack)
-        self.tiers_: dict[str, Tiers] = {}
-        self.types_by_rate_: dict[str, tuple[float, list[tuple[int, float]]]] = {}
-        self.deadlines_: dict[str, tuple[float, list[float]]] = {}
-        self.wakes_ = DelayWakes(self._wake_instants)
+        self.wakes_ = DelayWakes(self.placement_.wake_instants)
 
     def on_arrival(self, job: Job, now: float) -> None:
         self.srpt_.on_arrival(job)
@@ -176,11 +165,7 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
 
     def on_completion(self, job: Job, now: float) -> None:
         self.srpt_.on_completion(job, now)
-        self.class_of_.pop(job.job_id, None)
-        self.type_rates_.forget(job.job_id)
-        self.tiers_.pop(job.job_id, None)
-        self.types_by_rate_.pop(job.job_id, None)
-        self.deadlines_.pop(job.job_id, None)
+        self.placement_.forget(job.job_id)
         self.wakes_.forget(job.job_id)
         self.copies_.forget(job.job_id)
 
@@ -194,24 +179,7 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
         # Order and placement see first copies only; the copies go where GPUs stay idle.
         decisions = self._decide(self.copies_.primary(view), now)
         return self.copies_.apply(view, decisions, now, self.srpt_.in_vm_order,
-                                  lambda state: self._tiers(view, state))
-
-    def _types_by_rate(self, view: ClusterView, state: JobState) -> tuple[float, list[tuple[int, float]]]:
-        """The job's best rate, and each GPU type (an index) with its rate, fastest first (cached)."""
-        known = self.types_by_rate_.get(state.job_id)
-        if known is None:
-            rates, types = self.type_rates_.of(view, state).tolist(), self.type_rates_.types
-            order = sorted(range(len(types)), key=lambda j: (-rates[j], types[j]))
-            known = self.types_by_rate_[state.job_id] = (
-                max(rates) if rates else 0.0, [(j, rates[j]) for j in order])
-        return known
-
-    def _tiers(self, view: ClusterView, state: JobState) -> Tiers:
-        """The GPU types the job can use, grouped by equal rate, fastest first (cached)."""
-        tiers = self.tiers_.get(state.job_id)
-        if tiers is None:
-            tiers = self.tiers_[state.job_id] = JobTypes.of(self.type_rates_.of(view, state)).tiers
-        return tiers
+                                  partial(self.placement_.tiers, view))
 
     def _decide(self, view: ClusterView, now: float) -> Decisions:
         """A-SRPT's order with this policy's placement, and when to look again."""
@@ -225,98 +193,12 @@ class Combined(ForkParameters, AsrptParameters, BasePolicy):
         wake = min(wake, self.wakes_.next_wake(view, now, started))
         return replace(decisions, wake_at=wake if wake < math.inf else None)
 
-    def _wake_instants(self, view: ClusterView, state: JobState) -> list[float]:
-        """When a waiting job may relax a level, and take a slower GPU type if there are several."""
-        instants = self._deadlines(view, state)
-        if len(self.type_rates_.types) > 1:
-            return [*instants, state.queued_since + self.type_wait_s]
-        return instants
-
-    # ------------------------------------------------------------- delay state
     def sensitivity_class(self, view: ClusterView, job: Job) -> str:
-        """``low``, ``med`` or ``high``, from σ at L2 (cached per job)."""
-        cls = self.class_of_.get(job.job_id)
-        if cls is None:
-            sigma = self.sigmas_.sigma(view.perf, view.topology, view.running, job)[2]
-            cls = ("low" if sigma < self.med_threshold else
-                   "med" if sigma < self.high_threshold else "high")
-            self.class_of_[job.job_id] = cls
-        return cls
-
-    def _allowed(self, view: ClusterView, state: JobState, now: float) -> tuple[int, float]:
-        """(loosest level the job may take now, when it may relax next; inf if never).
-
-        The timers run from when the job last entered the queue: ``t0`` at its
-        target level, then ``t1`` at L1, as dally's delay engine would relax it.
-        """
-        level = target_level(view.topology, state.job.n_gpus)
-        for deadline in self._deadlines(view, state):
-            if now < deadline:
-                return level, deadline
-            level += 1
-        return L2, math.inf
-
-    def _deadlines(self, view: ClusterView, state: JobState) -> list[float]:
-        """When the job's timers run out at each level from its target up to L2 (kept per stay in the queue)."""
-        kept = self.deadlines_.get(state.job_id)
-        if kept is not None and kept[0] == state.queued_since:
-            return kept[1]
-        cls = self.sensitivity_class(view, state.job)
-        timers = {"low": self.timer_low_s, "med": self.timer_med_s, "high": self.timer_high_s}[cls]
-        deadline, deadlines = state.queued_since, []
-        for level in range(target_level(view.topology, state.job.n_gpus), L2):
-            deadline += timers[level]
-            deadlines.append(deadline)
-        self.deadlines_[state.job_id] = (state.queued_since, deadlines)
-        return deadlines
+        """``low``, ``med`` or ``high``, from σ at L2 (kept per job)."""
+        return self.placement_.sensitivity_class(view, job)
 
     # ---------------------------------------------------------------- placement
     def _place(self, view: ClusterView, free: Allocation | TentativeAllocation, job: Job,
                graph: JobGraph, now: float, *, ideal: bool) -> GraphPlacement | None:
-        """The `Placer` handed to A-SRPT's ordering."""
-        if self.placement != DELAY:
-            return asrpt_placement(free, job, graph, self, self.rng_)
-        gpus = self._delay_gpus(view, free, job, now, ideal=ideal)
-        return None if gpus is None else placement_cost(graph, gpus, view.topology)
-
-    def _delay_gpus(self, view: ClusterView, free: Allocation | TentativeAllocation, job: Job,
-                    now: float, *, ideal: bool) -> tuple[int, ...] | None:
-        """GPUs on the fastest acceptable type at the job's allowed level, or None (wait).
-
-        ``ideal``: the job is being sized on the virtual machine, so its best case is asked for.
-        """
-        state = view.pending.get(job.job_id) or JobState(job)
-        n_gpus = job.n_gpus
-        if ideal:
-            level, waited_s = L2, math.inf
-        else:
-            level, _ = self._allowed(view, state, now)
-            waited_s = now - state.queued_since
-        best_rate, by_rate = self._types_by_rate(view, state)
-        types = self.type_rates_.types
-        candidates: list[tuple[int, ...]] = []
-        for j, rate in by_rate:
-            if rate <= 0.0 or (rate < self.min_speed_frac * best_rate and waited_s < self.type_wait_s):
-                break
-            nodes = self.type_nodes_[types[j]]
-            # A type on every node needs no mask: the same placement, without a pass over all nodes
-            every_node = len(nodes) == view.topology.n_nodes == free.topology.n_nodes
-            where = free if every_node else TypeMask(free, nodes)
-            gpus = best_placement(where, n_gpus, level)
-            if gpus is not None:
-                candidates.append(gpus)
-                if ideal:
-                    break
-        if not candidates and level == L2 and (best_rate <= 0.0 or waited_s >= self.type_wait_s):
-            mixed = best_placement(free, n_gpus, L2)  # no single type will do: mix them
-            if mixed is not None:
-                candidates.append(mixed)
-        if len(candidates) <= 1 or ideal:
-            return candidates[0] if candidates else None
-        # The what-if rate weighs the GPU type against spread and neighbours; ties keep type order.
-        best, best_gpus = -math.inf, candidates[0]
-        for gpus in candidates:
-            rate = view.rate_on(state, gpus)
-            if rate > best:
-                best, best_gpus = rate, gpus
-        return best_gpus
+        """A-SRPT's own placement, the `Placer` of any ``placement`` but ``"delay"`` (an ablation)."""
+        return asrpt_placement(free, job, graph, self, self.rng_)
