@@ -113,13 +113,13 @@ def _count(counts: Counter[str]) -> None:
 
     def counted_build(self: size_distribution._Envelope) -> list[float]:
         counts["envelopes built"] += 1
-        counts["envelope lines read"] += len(self._values)  # the tail past the stretch
+        counts["envelope lines read"] += len(self._values) - self._k  # the tail past the stretch
         return build(self)
 
-    def counted_ranked(self: predicted_srpt.PredictedSrpt, items: Iterable[tuple[str, JobState]],
+    def counted_ranked(self: predicted_srpt.PredictedSrpt, states: Iterable[JobState],
                        now: float, below: float | None = None
                        ) -> tuple[list[tuple[predicted_srpt.Key, JobState]], list[JobState]]:
-        out, under = ranked(self, items, now, below)
+        out, under = ranked(self, states, now, below)
         if not under and (not out or out[0][1].status is not Status.RUNNING):
             best_waiting[0] = out[0][0][0] if out else float("inf")  # `_schedule` ranks the waiting first
             return out, under

@@ -361,9 +361,9 @@ class PredictedSrpt:
         if params.rank == "vm":
             eligible = self._eligible_in_vm_order(view.pending, gated)
         else:
-            pending: Iterable[tuple[str, JobState]] = view.pending.items()
+            pending: Iterable[JobState] = view.pending.values()
             if gated:
-                pending = [(job_id, s) for job_id, s in pending if vm.is_overdue(job_id)]
+                pending = [state for state in pending if vm.is_overdue(state.job_id)]
             eligible = ranked_eligible = self._ranked(pending, now)[0]
         if params.preempt and not gated:
             lowest_first: Callable[[], Iterable[tuple[Key, JobState]]]
@@ -372,7 +372,7 @@ class PredictedSrpt:
                 lowest_first = partial(self._running_lowest_first, view.running)
             else:
                 ranked_running, under = self._ranked(
-                    view.running.items(), now, below=ranked_eligible[0][0][0] if ranked_eligible else None)
+                    view.running.values(), now, below=ranked_eligible[0][0][0] if ranked_eligible else None)
                 desired, waiting = _greedy_prefix(under, ranked_running, ranked_eligible, self._capacity_gpus)
                 lowest_first = partial(reversed, ranked_running)  # those under are never victims
             starts, preempted = self._preempt_to_vm_order(view, desired, waiting, lowest_first,
@@ -496,7 +496,7 @@ class PredictedSrpt:
         z = np.random.default_rng([self._error_seed, zlib.crc32(job_id.encode())]).standard_normal()
         return math.exp(self._params.oracle_error * float(z))
 
-    def _ranked(self, items: Iterable[tuple[str, JobState]], now: float,
+    def _ranked(self, states: Iterable[JobState], now: float,
                 below: float | None = None) -> tuple[list[tuple[Key, JobState]], list[JobState]]:
         """Jobs by the rank of their size distribution given the service they attained.
 
@@ -518,7 +518,8 @@ class PredictedSrpt:
         attained_of, ranks = self._attained, self._ranks
         self._n_rankings = ranking = self._n_rankings + 1  # no class changes in a call
         running = Status.RUNNING
-        for job_id, state in items:
+        for state in states:  # states, not items: no tuple per job
+            job_id = state.job_id
             known = ranks[job_id]
             unit, per_iter = known.unit, known.vm_s_per_iter
             # `_survival_distribution`, inlined
