@@ -45,13 +45,9 @@ class DelayTypePlacement:
     Args:
         topology: The cluster.
         timers: Each class's (``low``, ``med``, ``high``) timers.
-        med_threshold, high_threshold: σ at L2 from which a job is ``med`` or ``high``.
-        fallback_l1_frac: When the model's rates carry no information, σ(L2)
-            is ``job.comm_sensitivity`` and σ(L1) this fraction of it.
-        min_speed_frac: A GPU type whose throughput for the job is below this
-            share of its best type's is refused ...
-        type_wait_s: ... until the job has waited this long; then it may also
-            take GPUs of mixed types.
+        med_threshold, high_threshold, fallback_l1_frac, min_speed_frac,
+            type_wait_s: as the ``combined`` policy's parameters of those names
+            (`rackwise.policies.combined.Combined`).
     """
 
     def __init__(self, topology: Topology, timers: dict[str, Timers], *, med_threshold: float,
