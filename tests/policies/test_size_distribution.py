@@ -152,3 +152,13 @@ def test_sums_over_samples_are_numpys_bit_for_bit(dist: SizeDistribution, data: 
         assert as_sorted.rank_bound(attained) == dist.rank_bound(attained)
         if attained < dist.largest:
             assert dist.rank_bound(attained) == _reference_bound(values, weights, attained)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(1e-3, 1e7, allow_nan=False), min_size=1, max_size=300))
+def test_a_list_of_sizes_is_taken_as_an_array_of_them_is(sizes: list[float]) -> None:
+    from_list, from_array = SizeDistribution(sizes), SizeDistribution(np.asarray(sizes))
+    assert from_list.values.tolist() == from_array.values.tolist()
+    assert from_list.weights.tolist() == from_array.weights.tolist()
+    assert from_list.median() == from_array.median()
+    assert from_list.gittins_line(0.0) == from_array.gittins_line(0.0)

@@ -27,12 +27,13 @@ leaves it.
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
 from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 from mypy_extensions import mypyc_attr
+
+_FEW = 256  # samples sorted without numpy (a cold-start population's, say)
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -62,6 +63,12 @@ class SizeDistribution:
             if len(value_list) != len(weight_list) or not value_list:
                 raise ValueError("a size distribution needs one weight per sample, and a sample")
             self._arrays: tuple[np.ndarray, np.ndarray] | None = None  # `_as_arrays`
+        elif weights is None and not isinstance(values, np.ndarray) and len(values) <= _FEW:  # equal weights
+            value_list = sorted([float(value) for value in values])
+            weight_list = [1.0] * len(value_list)
+            if not value_list:
+                raise ValueError("a size distribution needs one weight per sample, and a sample")
+            self._arrays = None
         else:
             x = np.asarray(values, dtype=np.float64)
             w = np.ones_like(x) if weights is None else np.asarray(weights, dtype=np.float64)
@@ -145,7 +152,7 @@ class SizeDistribution:
         sample it is the rank itself.
         """
         values = self._value_list
-        k = bisect_right(values, attained)
+        k = _bisect_right(values, attained)
         if k == len(values):
             return self.beyond_factor * attained
         sums = self._tail_sums
@@ -172,7 +179,7 @@ class SizeDistribution:
         rank with one multiplication and one addition, bit for bit.
         """
         values = self._value_list
-        k = bisect_right(values, attained)  # the first sample past `attained`
+        k = _bisect_right(values, attained)  # the first sample past `attained`
         if k == len(values):
             return self.beyond_factor * attained, None
         envelope = self._envelopes.get(k)
@@ -195,6 +202,18 @@ def _tail_sums(values: list[float], weights: list[float]) -> tuple[list[float], 
         size_sum += weight * values[i]
         tail_weight[i], tail_size[i], share[i] = weight_sum, size_sum, weight_sum / weight
     return tail_weight, tail_size, share
+
+
+def _bisect_right(values: list[float], x: float) -> int:
+    """`bisect.bisect_right` on floats; compiled, it compares unboxed numbers, with no call per search."""
+    low, high = 0, len(values)
+    while low < high:
+        middle = (low + high) // 2
+        if x < values[middle]:
+            high = middle
+        else:
+            low = middle + 1
+    return low
 
 
 class RankLine(NamedTuple):
@@ -318,7 +337,7 @@ class _Envelope:
         breaks = self._breaks
         if breaks is None:
             breaks = self._build_envelope()
-        i = bisect_right(breaks, self.end - attained)
+        i = _bisect_right(breaks, self.end - attained)
         line = RankLine(self.start, self.end, breaks[i - 1] if i else -math.inf,
                         breaks[i] if i < len(breaks) else math.inf, self._intercepts[i], self._slopes[i])
         return line.rank(attained), line
