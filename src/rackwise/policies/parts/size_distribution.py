@@ -60,24 +60,22 @@ class SizeDistribution:
             value_list = values.tolist() if isinstance(values, np.ndarray) else list(values)
             weight_list = ([1.0] * len(value_list) if weights is None else
                            weights.tolist() if isinstance(weights, np.ndarray) else list(weights))
-            if len(value_list) != len(weight_list) or not value_list:
-                raise ValueError("a size distribution needs one weight per sample, and a sample")
             self._arrays: tuple[np.ndarray, np.ndarray] | None = None  # `_as_arrays`
         elif weights is None and not isinstance(values, np.ndarray) and len(values) <= _FEW:  # equal weights
             value_list = sorted([float(value) for value in values])
             weight_list = [1.0] * len(value_list)
-            if not value_list:
-                raise ValueError("a size distribution needs one weight per sample, and a sample")
             self._arrays = None
         else:
             x = np.asarray(values, dtype=np.float64)
             w = np.ones_like(x) if weights is None else np.asarray(weights, dtype=np.float64)
-            if x.shape != w.shape or x.ndim != 1 or not len(x):
+            if x.shape != w.shape or x.ndim != 1:
                 raise ValueError("a size distribution needs one weight per sample, and a sample")
             keep = w > 0
             order = np.argsort(x[keep], kind="stable")
             self._arrays = (x[keep][order], w[keep][order])
             value_list, weight_list = self._arrays[0].tolist(), self._arrays[1].tolist()
+        if len(value_list) != len(weight_list) or not value_list:
+            raise ValueError("a size distribution needs one weight per sample, and a sample")
         self._value_list: list[float] = value_list
         self._weight_list: list[float] = weight_list
         # Weight and weighted size of the samples from each one on, and the first over
@@ -257,27 +255,26 @@ class _Envelope:
     worked out by the definition itself, bit for bit.
     """
 
-    __slots__ = ("_at_start", "_breaks", "_intercepts", "_k", "_slopes", "_values", "_weights", "end", "start")
+    __slots__ = ("_at_start", "_breaks", "_intercepts", "_k", "_slopes", "_total", "_values", "_weights", "end",
+                 "start")
 
     def __init__(self, values: list[float], weights: list[float], k: int) -> None:
         self.start = values[k - 1] if k else 0.0
         self.end = values[k]
         self._values, self._weights, self._k = values, weights, k  # the samples; the tail starts at k
+        total = 0.0
+        for j in range(k, len(weights)):  # W, in order, as a cumulative sum adds it up
+            total += weights[j]
+        self._total = total
         self._at_start: float | None = None  # each worked out when first asked: a job not yet
         self._breaks: list[float] | None = None  # run asks only the first, a running one the rest
         self._intercepts: list[float] = []
         self._slopes: list[float] = []
 
-    def _tail_weight(self) -> float:
-        total = 0.0
-        for j in range(self._k, len(self._weights)):  # in order, as a cumulative sum adds them
-            total += self._weights[j]
-        return total
-
     def _least_ratio(self, attained: float) -> float:
         """The least of the rank's candidates at ``attained``: the rank, by its definition."""
         values, weights = self._values, self._weights
-        total = self._tail_weight()
+        total = self._total
         done = served = 0.0
         least = math.inf
         for j in range(self._k, len(values)):
@@ -297,7 +294,7 @@ class _Envelope:
         as the hull grows, so each crossing is worked out once.
         """
         values, weights, end = self._values, self._weights, self.end
-        total = self._tail_weight()
+        total = self._total
         hull_c: list[float] = []
         hull_s: list[float] = []
         breaks: list[float] = []
