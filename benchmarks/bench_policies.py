@@ -15,10 +15,13 @@ Each figure is measured in fresh processes (so max RSS belongs to one run):
   (target: at most 12x). A prefix of the trace ten times as long would mix
   in the trace's busier months, whose longer queues cost more per job.
 * ``network-ratio``: ``speed`` under both models, and the network model's
-  CPU time over the ideal one's.
+  CPU time over the ideal one's, with each run's steps and mean queue
+  (``mean_pending``, jobs waiting after a step, averaged over steps).
 * ``decision``: one ``schedule(view, now)`` call on a built state of
   10,000 GPUs (1,250 nodes of 8, 16 per rack) with ``--pending`` jobs waiting
-  and ~90% of the GPUs busy; jobs are the first of philly_2017. The state is
+  and ~90% of the GPUs busy with about ``--running`` jobs (default 2,000; 0:
+  as many as philly_2017's first jobs in order take, about 6,800); jobs are
+  from philly_2017 (`rackwise.testing.busy_cluster`). The state is
   built directly (allocation, running and pending tables, the policy's hooks
   called as the engine would), not by stepping a simulator.
   ``decisions_sha256`` (first 16 hex digits of the sha256 of the decision's
@@ -143,25 +146,32 @@ def speed(policy: str, trace: str, first_n: int | None = None, copies: int = 1,
     wall_s, cpu_s = time.perf_counter() - wall, time.process_time() - cpu
     n = len(result.records)
     rss = _rss_mib()  # before the hash, whose text of every record would count too
+    waiting = result.timeline.n_pending
     return {"figure": "speed", "policy": policy, "trace": trace, "perf": perf,
             "cluster_gpus": simulator.topology.n_gpus,
-            "n_jobs": n, "n_steps": result.n_steps, "simulate_s": round(wall_s, 2),
+            "n_jobs": n, "n_steps": result.n_steps, "mean_pending": round(sum(waiting) / max(1, len(waiting)), 1),
+            "simulate_s": round(wall_s, 2),
             "cpu_s": round(cpu_s, 2), "jobs_per_s": round(n / wall_s), "jobs_per_cpu_s": round(n / cpu_s),
             "peak_rss_mib": rss, "records_sha256": records_sha256(result)}
 
 
 def decision(policy_name: str, n_pending: int, n_nodes: int, busy_frac: float,
-             repeat: int, params: dict[str, object] | None = None) -> dict[str, object]:
-    """Time one ``schedule`` call on freshly built states (best and median of ``repeat``)."""
+             repeat: int, params: dict[str, object] | None = None,
+             running: int | None = 2_000) -> dict[str, object]:
+    """Time one ``schedule`` call on freshly built states (best and median of ``repeat``).
+
+    ``running``: about this many jobs hold the busy GPUs (`busy_cluster`'s ``n_running``).
+    """
     from rackwise.testing.busy_cluster import busy_cluster
 
-    walls, cpus, n_started, n_running, digest = [], [], 0, 0, ""
+    walls, cpus, n_started, n_running, n_busy, digest = [], [], 0, 0, 0, ""
     for _ in range(repeat):
         state = busy_cluster(policy_name, n_nodes=n_nodes, n_pending=n_pending, busy_frac=busy_frac,
-                             params=params)
+                             n_running=running, params=params)
         # A full collection now, so that the decision does not pay for the garbage of the
         # state's construction (a long-running scheduler's heap is in that settled state).
         gc.collect()
+        n_busy = state.view.topology.n_gpus - state.view.n_free
         wall, cpu = time.perf_counter(), time.process_time()
         decisions = state.decide()
         walls.append(time.perf_counter() - wall)
@@ -169,7 +179,7 @@ def decision(policy_name: str, n_pending: int, n_nodes: int, busy_frac: float,
         n_started, n_running = len(decisions.start), state.n_running
         digest = hashlib.sha256(repr(decisions).encode()).hexdigest()[:16]
     return {"figure": "decision", "policy": policy_name, "params": params or {}, "cluster_gpus": 8 * n_nodes,
-            "n_pending": n_pending, "n_running": n_running, "busy_frac": busy_frac,
+            "n_pending": n_pending, "n_running": n_running, "busy_gpus": n_busy, "busy_frac": busy_frac,
             "decision_ms_best": round(1e3 * min(walls), 2),
             "decision_ms_median": round(1e3 * sorted(walls)[len(walls) // 2], 2),
             "decision_cpu_ms_best": round(1e3 * min(cpus), 2), "n_started": n_started,
@@ -221,6 +231,11 @@ def network_ratio(policy: str, trace: str, first_n: int | None, start_s: float |
     return _with_ratio({"figure": "network-ratio", "policy": policy, "trace": trace,
                         "n_jobs": ideal.get("n_jobs"), "cpu_s_ideal": ideal.get("cpu_s"),
                         "cpu_s_network": network.get("cpu_s"),
+                        # A model that slows jobs down lengthens the queue, which a policy that
+                        # reads every waiting job at every step pays for: the regime, shown.
+                        "n_steps_ideal": ideal.get("n_steps"), "n_steps_network": network.get("n_steps"),
+                        "mean_pending_ideal": ideal.get("mean_pending"),
+                        "mean_pending_network": network.get("mean_pending"),
                         "records_sha256_ideal": ideal.get("records_sha256"),
                         "records_sha256_network": network.get("records_sha256")}, ideal, network)
 
@@ -246,6 +261,8 @@ def main() -> None:
     parser.add_argument("--pending", type=int, default=5_000)
     parser.add_argument("--nodes", type=int, default=1_250)
     parser.add_argument("--busy-frac", type=float, default=0.9)
+    parser.add_argument("--running", type=int, default=2_000,
+                        help="decision: about this many running jobs (0: the trace's first jobs in order)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--first-n", type=int, default=None, help="speed: only the trace's first N jobs")
     parser.add_argument("--start-s", type=float, default=None,
@@ -275,7 +292,7 @@ def main() -> None:
                     for trace in args.traces.split(",")]
         else:
             row = in_fresh_process("decision", (policy, args.pending, args.nodes, args.busy_frac,
-                                                args.repeat, params), args.limit_s)
+                                                args.repeat, params, args.running or None), args.limit_s)
             rows = [{"figure": "decision", "policy": policy, **row}]
         for row in rows:
             print(json.dumps({**with_target(row, full_trace=full_trace), **common}), flush=True)

@@ -24,6 +24,11 @@ def bench() -> ModuleType:
 
 def _records_sha256(perf: PerfModel | None) -> str:
     """The records hash of the first jobs of philly_2017 under FIFO, built without the script."""
+    return _fifo_run(perf)[0]
+
+
+def _fifo_run(perf: PerfModel | None) -> tuple[str, int, float]:
+    """(records hash, steps, mean queue after a step) of `_records_sha256`'s run."""
     from rackwise import traces
     from rackwise.cluster.topology import uniform_cluster
     from rackwise.policies.registry import make_policy
@@ -31,8 +36,10 @@ def _records_sha256(perf: PerfModel | None) -> str:
 
     topology = uniform_cluster(64, 8, 8)
     jobs = traces.load("philly_2017", first_n=FIRST_N).drop_oversized(topology.n_gpus)
-    records = Simulator(topology, jobs, make_policy("fifo"), perf=perf, seed=0).run().records
-    return hashlib.sha256(repr(records).encode()).hexdigest()[:16]
+    result = Simulator(topology, jobs, make_policy("fifo"), perf=perf, seed=0).run()
+    waiting = result.timeline.n_pending
+    return (hashlib.sha256(repr(result.records).encode()).hexdigest()[:16], result.n_steps,
+            round(sum(waiting) / len(waiting), 1))
 
 
 def test_each_model_gives_the_records_of_that_model(bench: ModuleType) -> None:
@@ -68,8 +75,9 @@ def test_the_network_ratio_is_the_network_model_run_over_the_ideal_one() -> None
     (row,) = [json.loads(line) for line in done.stdout.splitlines()]
     from rackwise.perf.model import NetworkPerf
 
-    assert row["records_sha256_ideal"] == _records_sha256(None)
-    assert row["records_sha256_network"] == _records_sha256(NetworkPerf())
+    for model, perf in (("ideal", None), ("network", NetworkPerf())):
+        expected = _fifo_run(perf)
+        assert (row[f"records_sha256_{model}"], row[f"n_steps_{model}"], row[f"mean_pending_{model}"]) == expected
     assert row["cpu_ratio"] == round(row["cpu_s_network"] / max(row["cpu_s_ideal"], 1e-3), 2)
     assert "meets_target" not in row  # the target speaks of whole traces
 
