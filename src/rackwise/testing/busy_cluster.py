@@ -3,8 +3,10 @@
 The state is what an engine would hold mid-run: jobs from the start of
 philly_2017 (none over 64 GPUs) fill the cluster to ``busy_frac`` as if they
 had started when they were submitted, the next ``n_pending`` wait, and the
-policy's hooks have seen every one of them. Building it does not step a
-simulator, so its cost does not grow with the trace's history.
+policy's hooks have seen every one of them. Asked for a number of running
+jobs, the filling passes over jobs too narrow or too wide for it (they
+wait, in order). Building it does not step a simulator, so its cost does
+not grow with the trace's history.
 """
 
 from __future__ import annotations
