@@ -100,10 +100,12 @@ def _fill_with_count(sim: Simulator, pool: list[Job], target_busy: int,
     rng = np.random.default_rng(0)
     running: list[JobState] = []
     left: list[Job] = []
-    for job in pool:
+    for i, job in enumerate(pool):
         to_fill = target_busy - (sim.topology.n_gpus - sim.allocation.n_free)
         to_start = n_running - len(running)
-        if to_fill <= 0 or to_start <= 0 or not to_fill <= 2 * job.n_gpus * to_start <= 4 * to_fill:
+        if to_fill <= 0 or to_start <= 0:
+            return running, left + pool[i:]
+        if not to_fill <= 2 * job.n_gpus * to_start <= 4 * to_fill:
             left.append(job)
             continue
         gpus = consolidated(sim.allocation, job.n_gpus, rng)
