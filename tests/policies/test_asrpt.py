@@ -337,6 +337,7 @@ def test_running_jobs_bounded_below_the_best_waiting_key_leave_every_decision_as
        st.integers(1, 64), st.randoms(use_true_random=False))
 def test_the_greedy_prefix_is_the_plain_merge_of_both_lists(
         jobs: list[tuple[float, int, bool]], capacity: int, rng: random.Random) -> None:
+    from rackwise.policies.parts.ordering import RankedQueue
     from rackwise.policies.parts.predicted_srpt import _greedy_prefix
     from rackwise.workload.state import JobState
 
@@ -362,6 +363,51 @@ def test_the_greedy_prefix_is_the_plain_merge_of_both_lists(
             room -= item[1].job.n_gpus
             if room == 0:
                 break
-    got_desired, got_waiting = _greedy_prefix(under, running[n_under:], eligible, capacity)
+    queue = RankedQueue()  # the waiting jobs as `PredictedSrpt` keeps them
+    for key, state in eligible:
+        queue.add(state.job_id, state.n_gpus, key)
+    pending = {state.job_id: state for _, state in eligible}
+    got_desired, got_waiting = _greedy_prefix(under, running[n_under:], queue.cursor(), pending, capacity)
     assert got_waiting == waiting
     assert got_desired == [item for item in desired if item[0] not in {key for key, _ in running[:n_under]}]
+
+
+@COUNTS_CALLS
+@pytest.mark.parametrize(("policy", "params"), [
+    ("asrpt", {}), ("asrpt", {"rank": "expected"}), ("asrpt", {"predictor": "median"}),
+    ("asrpt", {"predictor": "forest", "min_train_rows": 20, "refit_every": 20}),
+    ("asrpt", {"strict_order": True}), ("combined", {})])
+def test_the_kept_waiting_queue_decides_as_one_built_afresh_at_every_decision(
+        monkeypatch: pytest.MonkeyPatch, policy: str, params: dict[str, object]) -> None:
+    """Mended from the change log between decisions, the queue gives the records of a queue built
+    from every waiting job at every decision (as when the view keeps no log)."""
+    from rackwise import traces
+    from rackwise.engine.view import ClusterView
+    from rackwise.policies.parts import predicted_srpt
+    from rackwise.run import make_perf
+
+    topology = uniform_cluster(8, 8, 2)  # 64 GPUs: a queue forms, and jobs are preempted
+    jobs = traces.load("itp_2021", first_n=400).drop_oversized(topology.n_gpus)
+    built = 0
+
+    class CountedQueue(predicted_srpt.RankedQueue):
+        def __init__(self) -> None:
+            nonlocal built
+            built += 1
+            super().__init__()
+
+    monkeypatch.setattr(predicted_srpt, "RankedQueue", CountedQueue)
+
+    def run() -> tuple[list[object], int, int]:
+        nonlocal built
+        built = 0
+        result = Simulator(topology, jobs, make_policy(policy, **params), perf=make_perf("network", {}),
+                           seed=0).run()
+        return result.records, max(result.timeline.n_pending), built
+
+    kept, most_waiting, kept_builds = run()
+    monkeypatch.setattr(ClusterView, "running_changes_since", lambda self, mark: None)
+    afresh, _, afresh_builds = run()
+    assert kept == afresh
+    assert most_waiting > 50 and sum(record.n_preemptions for record in kept) > 0  # the regime it is for
+    assert kept_builds < afresh_builds / 10  # mended, mostly

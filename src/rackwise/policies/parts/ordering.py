@@ -178,6 +178,31 @@ class RankedQueue:
     def key_of(self, job_id: str) -> tuple[object, ...]:
         return self._where[job_id][1]
 
+    def rekey(self, keys: Iterable[tuple[object, ...]]) -> None:
+        """New keys for queued jobs (each key ending with its job id), at the cost of one sort per list.
+
+        Many keys changing at once (a class of jobs re-ranked) cost one pass
+        over each GPU count's list they are in, not a search and a move each.
+        """
+        moved: dict[int, list[tuple[object, ...]]] = {}
+        where = self._where
+        for key in keys:
+            job_id = str(key[-1])
+            n_gpus = where[job_id][0]
+            where[job_id] = (n_gpus, key)
+            moved.setdefault(n_gpus, []).append(key)
+        for n_gpus, new_keys in moved.items():
+            ids = {key[-1] for key in new_keys}
+            kept = [key for key in self.buckets[n_gpus] if key[-1] not in ids]
+            kept.extend(new_keys)
+            kept.sort()
+            self.buckets[n_gpus] = kept
+        self._best = None
+
+    def cursor(self) -> QueueCursor:
+        """A walk of the queue in rank order; the queue must not change while it is read."""
+        return QueueCursor(self)
+
     def best_key(self) -> tuple[object, ...] | None:
         """The key of the best-ranked job, or None when empty."""
         if self._best is None:
@@ -190,7 +215,7 @@ class RankedQueue:
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
-class _Cursor:
+class QueueCursor:
     """Walks a `RankedQueue` in rank order, among the jobs of at most ``limit`` GPUs."""
 
     def __init__(self, queue: RankedQueue) -> None:
@@ -228,7 +253,7 @@ def start_ranked(view: ClusterView, queue: RankedQueue, place: Placement,
     """`start_in_order` over a `RankedQueue`: same starts, without visiting jobs that cannot fit."""
     free = view.tentative()
     starts: list[Start] = []
-    cursor = _Cursor(queue)
+    cursor = queue.cursor()
     everything = view.topology.n_gpus
     while free.n_free > 0:
         # Strict order looks at every job so that a head job too large to fit blocks the rest.
@@ -304,7 +329,7 @@ def preempt_ranked(view: ClusterView, running_keys: Sequence[tuple[object, ...]]
         # GPUs, and none fits in them: a common case on a full cluster, decided here.
         return Decisions()
     capacity = view.topology.n_gpus
-    cursor = _Cursor(queue)
+    cursor = queue.cursor()
     targets: list[JobState] = []
     misfits: list[int] = []  # running jobs ranked inside the target that do not fit in it
     index = 0  # running jobs before it have been passed

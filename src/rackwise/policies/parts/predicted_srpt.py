@@ -23,9 +23,10 @@ from bisect import bisect_left, insort
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from functools import partial
+from itertools import chain
 from operator import itemgetter
 from statistics import median
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 from mypy_extensions import mypyc_attr
@@ -43,6 +44,7 @@ from rackwise.perf.graph_placement import (
 from rackwise.perf.job_graph import GraphKind, JobGraph, build_job_graph, graph_kind
 from rackwise.policies.parts.asrpt_parameters import AsrptParameters
 from rackwise.policies.parts.class_sizes import ClassSizes
+from rackwise.policies.parts.ordering import QueueCursor, RankedQueue
 from rackwise.policies.parts.overrun_watch import OverrunWatch, iters_done_at
 from rackwise.policies.parts.placement import get_placement
 from rackwise.policies.parts.predictor import (
@@ -73,18 +75,23 @@ ORACLES = ("oracle", "class-oracle")  # predictors told true sizes
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class _ClassRead:
-    """A class's size distribution as read by the current ranking (`PredictedSrpt._ranked`).
+    """A class's size distribution as read by the current ranking, and its waiting jobs.
 
     Shared by the class's jobs: a ranking reads the class's distribution
-    once, whichever of its jobs asks first.
+    once, whichever of its jobs asks first. The class's waiting jobs hold
+    keys in the waiting queue worked out from ``keyed_with`` (None: each
+    job's own distribution); when the class's distribution is another, they
+    are keyed again.
     """
 
-    __slots__ = ("dist", "job_class", "read_in")
+    __slots__ = ("dist", "job_class", "keyed_with", "read_in", "waiting")
 
     def __init__(self, job_class: Hashable) -> None:
         self.job_class = job_class  # `job_class`'s tuple, kept as built: a dict key at every ranking
         self.dist: SizeDistribution | None = None
         self.read_in = -1  # the ranking that read it
+        self.waiting: dict[str, None] = {}  # its jobs in the waiting queue
+        self.keyed_with: SizeDistribution | None = None  # what their keys came from, while any wait
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -100,8 +107,7 @@ class _JobRank:
 
     __slots__ = ("line_end", "line_high", "line_intercept", "line_low", "line_slope",
                  "line_start", "of_class", "on_line", "own", "rank_attained", "rank_dist", "rank_value",
-                 "seq", "submit_time", "unit", "vm_s_per_iter", "waiting_dist", "waiting_done",
-                 "waiting_entry", "waiting_state")
+                 "seq", "submit_time", "unit", "vm_s_per_iter")
 
     def __init__(self, unit: float, vm_s_per_iter: float, submit_time: float, seq: int,
                  of_class: _ClassRead) -> None:
@@ -119,11 +125,6 @@ class _JobRank:
         self.on_line = False
         self.line_start = self.line_end = self.line_low = self.line_high = 0.0
         self.line_intercept = self.line_slope = 0.0
-        # A waiting job's entry, with the distribution and progress it came from.
-        self.waiting_dist: SizeDistribution | None = None
-        self.waiting_done = 0.0
-        self.waiting_entry: Any = None  # (Key, JobState), as built (see `_STATE`)
-        self.waiting_state: JobState | None = None
 
     def keep_line(self, line: RankLine | None) -> None:
         """Remember the line the last rank lies on (None: on none)."""
@@ -222,6 +223,10 @@ class PredictedSrpt:
         self._now_view: tuple[float, ClusterView] | None = None  # during a decision, for "survival"
         self._overruns = OverrunWatch()
         self._change_mark: tuple[int, int] | None = None  # the last decision's view, for its change log
+        # The waiting jobs by key (rank "gittins" or "expected", gate "arrival"), kept between
+        # decisions and mended from the change log; built again when it cannot be mended.
+        self._queue = RankedQueue()
+        self._queue_stale = True
         self._prediction_log: list[PredictionRecord] = []
         self._placement_log: list[PlacementRecord] = []
 
@@ -269,6 +274,9 @@ class PredictedSrpt:
         self._vm.advance(now)
         self._vm.remove(job_id)
         rank = self._ranks.pop(job_id, None)
+        if rank is not None and job_id in rank.of_class.waiting:  # it left the queue (a live cluster's cancel)
+            del rank.of_class.waiting[job_id]
+            self._queue.discard(job_id)
         for table in (self._estimate_iters, self._waiting):
             table.pop(job_id, None)
         entry = self._predicted.pop(job_id, None)
@@ -326,6 +334,7 @@ class PredictedSrpt:
                                                   beyond_factor=self._params.overrun_factor)
             for job_id, dist in zip(ids, dists):
                 ranks[job_id].own = dist
+            self._queue_stale = True
 
     def _set_estimate(self, job_id: str, iters: float) -> None:
         delta = iters - self._estimate_iters[job_id]
@@ -348,35 +357,42 @@ class PredictedSrpt:
         if self._history:
             self._learn_history(view)
         vm.advance(now)
+        arrived = [job.job_id for job in self._arrived]
         for job in self._arrived:
             self._enter_vm(view, job, now)
         self._arrived.clear()
-        self._check_overruns(view, now)
+        restated = view.running_changes_since(self._change_mark)
+        self._change_mark = view.change_mark
+        self._check_overruns(view, now, restated)
+        gated = params.gate != "arrival"
+        by_key = params.rank != "vm" and not gated  # the waiting queue is kept, by key
+        if by_key:
+            self._mend_queue(view, arrived, restated)
 
         if not view.pending:
             return Decisions()
         free = view.tentative()
-        gated = params.gate != "arrival"
         eligible: Iterable[tuple[Key, JobState]]
-        if params.rank == "vm":
+        lowest_first: Callable[[], Iterable[tuple[Key, JobState]]] | None = None
+        if by_key:
+            eligible = _fitting_in_key_order(self._queue, view.pending, free, params.strict_order)
+            if params.preempt:
+                best = self._queue.best_key()
+                ranked_running, under = self._ranked(
+                    view.running.values(), now, below=cast(float, best[0]) if best is not None else None)
+                desired, waiting = _greedy_prefix(under, ranked_running, self._queue.cursor(), view.pending,
+                                                  self._capacity_gpus)
+                lowest_first = partial(reversed, ranked_running)  # those under are never victims
+        elif params.rank == "vm":
             eligible = self._eligible_in_vm_order(view.pending, gated)
-        else:
-            pending: Iterable[JobState] = view.pending.values()
-            if gated:
-                pending = [state for state in pending if vm.is_overdue(state.job_id)]
-            eligible = ranked_eligible = self._ranked(pending, now)[0]
-        if params.preempt and not gated:
-            lowest_first: Callable[[], Iterable[tuple[Key, JobState]]]
-            if params.rank == "vm":
+            if params.preempt and not gated:
                 desired, waiting = self._desired_in_vm_order(view)
                 lowest_first = partial(self._running_lowest_first, view.running)
-            else:
-                ranked_running, under = self._ranked(
-                    view.running.values(), now, below=ranked_eligible[0][0][0] if ranked_eligible else None)
-                desired, waiting = _greedy_prefix(under, ranked_running, ranked_eligible, self._capacity_gpus)
-                lowest_first = partial(reversed, ranked_running)  # those under are never victims
-            starts, preempted = self._preempt_to_vm_order(view, desired, waiting, lowest_first,
-                                                          free, now)
+        else:  # gated: the jobs the machine has finished, by key, with no preemption
+            eligible = self._ranked([state for state in view.pending.values() if vm.is_overdue(state.job_id)],
+                                    now)[0]
+        if lowest_first is not None:
+            starts, preempted = self._preempt_to_vm_order(view, desired, waiting, lowest_first, free, now)
         else:
             starts, preempted = [], []
         started = {start.job_id for start in starts}
@@ -452,6 +468,81 @@ class PredictedSrpt:
         if graph is None:
             graph = self._graphs[kind] = build_job_graph(job)
         return graph
+
+    def _mend_queue(self, view: ClusterView, arrived: list[str], restated: list[str] | None) -> None:
+        """Bring the waiting queue to this decision: the jobs that arrived, started or stopped
+        since the last one, and new keys for each class whose distribution changed.
+
+        Built again from every waiting job where the view keeps no change log
+        (a live cluster's snapshot), the keys went stale (new predictions), or
+        the mended queue would not hold every waiting job.
+        """
+        queue, pending, ranks = self._queue, view.pending, self._ranks
+        back: dict[str, JobState] = {}
+        if restated is not None and not self._queue_stale:
+            for job_id in chain(arrived, restated):
+                known = ranks.get(job_id)
+                if known is not None and job_id in known.of_class.waiting:
+                    del known.of_class.waiting[job_id]
+                    queue.discard(job_id)
+                state = pending.get(job_id)
+                if state is not None:
+                    back[job_id] = state
+        if restated is None or self._queue_stale or len(queue) + len(back) != len(pending):
+            queue = self._queue = RankedQueue()
+            for of_class in self._classes.values():
+                of_class.waiting.clear()
+            back = dict(pending)
+            self._queue_stale = False
+        self._n_rankings = ranking = self._n_rankings + 1
+        for of_class in self._classes.values():
+            if of_class.waiting:
+                dist = self._class_distribution(of_class, ranking)
+                if dist is not of_class.keyed_with:
+                    of_class.keyed_with = dist
+                    queue.rekey([self._waiting_key(pending[job_id], dist) for job_id in of_class.waiting])
+        for job_id, state in back.items():
+            of_class = ranks[job_id].of_class
+            if not of_class.waiting:
+                of_class.keyed_with = self._class_distribution(of_class, ranking)
+            of_class.waiting[job_id] = None
+            queue.add(job_id, state.job.n_gpus, self._waiting_key(state, of_class.keyed_with))
+
+    def _class_distribution(self, of_class: _ClassRead, ranking: int) -> SizeDistribution | None:
+        """The class's size distribution, read once per ranking (None: its jobs rank by their own)."""
+        if self._survival is None:
+            return None
+        if of_class.read_in != ranking:
+            of_class.dist = self._survival.distribution(of_class.job_class, self._attained)
+            of_class.read_in = ranking
+        return of_class.dist
+
+    def _waiting_key(self, state: JobState, class_dist: SizeDistribution | None) -> Key:
+        """A waiting job's key, from its class's distribution (or its own) and the service it attained."""
+        known = self._ranks[state.job_id]
+        dist = class_dist if class_dist is not None else known.own
+        assert dist is not None  # every predicted job has a distribution when ranks read them
+        return (self._key_at(known, dist, state.iters_done * known.unit), known.submit_time, known.seq,
+                state.job_id)
+
+    def _key_at(self, known: _JobRank, dist: SizeDistribution, attained: float) -> float:
+        """A job's rank on ``dist`` at ``attained`` service, in virtual-machine seconds (kept in ``known``)."""
+        if attained >= dist.largest:  # past every sample, whichever the rank
+            value = dist.beyond_factor * attained
+        elif known.rank_dist is dist and known.rank_attained == attained:
+            value = known.rank_value
+        elif known.rank_dist is dist and known.on_line and known.line_start < attained < known.line_end \
+                and known.line_low <= known.line_end - attained < known.line_high:
+            value = known.line_intercept + known.line_slope * (known.line_end - attained)
+        else:
+            line: RankLine | None = None
+            if self._params.rank == "gittins":
+                value, line = dist.gittins_line(attained)
+            else:
+                value = dist.expected_remaining(attained)
+            known.rank_dist, known.rank_attained, known.rank_value = dist, attained, value
+            known.keep_line(line)
+        return value / known.unit * known.vm_s_per_iter
 
     def _enter_vm(self, view: ClusterView, job: Job, now: float) -> None:
         """Predict an arrived job and put it on the virtual machine, sized g * N * tau* / G."""
@@ -533,19 +624,17 @@ class PredictedSrpt:
                 dist = of_class.dist if of_class.dist is not None else known.own
             assert dist is not None  # every predicted job has a distribution when ranks read them
             done = state.iters_done
-            is_running = state.status is running
-            if is_running:  # `iters_at`, inlined (max and min spelt out: cheaper)
-                last, busy = state.last_update, state.busy_until
-                productive = now - (busy if busy > last else last)
-                if productive > 0.0:
-                    done += productive * state.rate_iters_per_s
-                    total = state.job.total_iters
-                    if not done < total:
-                        done = total
-            elif known.waiting_dist is dist and known.waiting_done == done and known.waiting_state is state:
-                # A waiting job's key follows from its distribution and its progress alone.
-                out.append(known.waiting_entry)
+            if state.status is not running:  # waiting (a gated ranking): no bar to pass it under
+                out.append(((self._key_at(known, dist, done * unit), known.submit_time, known.seq, job_id), state))
                 continue
+            # `iters_at`, inlined (max and min spelt out: cheaper)
+            last, busy = state.last_update, state.busy_until
+            productive = now - (busy if busy > last else last)
+            if productive > 0.0:
+                done += productive * state.rate_iters_per_s
+                total = state.job.total_iters
+                if not done < total:
+                    done = total
             attained = done * unit
             value, found = 0.0, True
             if attained >= dist.largest:  # past every sample, whichever the rank
@@ -559,7 +648,7 @@ class PredictedSrpt:
             else:
                 found = False
             if not found:
-                if bar is not None and is_running:
+                if bar is not None:
                     # Rounding is monotone: a bound key under ``bar`` means the rank's key is too.
                     bound = dist.rank_bound(attained) / unit * per_iter
                     if bound < bar:
@@ -572,14 +661,10 @@ class PredictedSrpt:
                 known.rank_dist, known.rank_attained, known.rank_value = dist, attained, value
                 known.keep_line(line)
             key = value / unit * per_iter
-            entry: Any = ((key, known.submit_time, known.seq, job_id), state)
-            if not is_running:
-                known.waiting_dist, known.waiting_done, known.waiting_entry = dist, done, entry
-                known.waiting_state = state
-            elif bar is not None and key < bar:
+            if bar is not None and key < bar:
                 under.append(state)
                 continue
-            out.append(entry)
+            out.append(((key, known.submit_time, known.seq, job_id), state))
         out.sort(key=itemgetter(0))
         return out, under
 
@@ -604,11 +689,12 @@ class PredictedSrpt:
             return 1.0 / ideal_rate
         return 1.0
 
-    def _check_overruns(self, view: ClusterView, now: float) -> None:
-        """A job that ran past its prediction gets a larger one (the "adaptive" part)."""
+    def _check_overruns(self, view: ClusterView, now: float, restated: list[str] | None) -> None:
+        """A job that ran past its prediction gets a larger one (the "adaptive" part).
+
+        ``restated``: the running jobs that changed since the last decision (None: unknown).
+        """
         factor = self._params.overrun_factor
-        restated = view.running_changes_since(self._change_mark)
-        self._change_mark = view.change_mark
         for state in self._overruns.overruns(view.running, self._estimate_iters, now, restated):
             done = iters_done_at(state, now)
             grown = max(math.ceil((1.0 + factor) * done), math.floor(done) + 1)
@@ -633,7 +719,8 @@ class PredictedSrpt:
         starts: list[Start] = []
         preempted: list[str] = []
         for key, state in waiting:
-            if self._try_start(view, state, free, starts, now):
+            # No placement finds n GPUs among fewer free ones (none of these jobs is fractional).
+            if free.n_free >= state.n_gpus and self._try_start(view, state, free, starts, now):
                 continue
             if victims is None:
                 entries: list[Any] = desired  # see `_STATE`
@@ -691,26 +778,43 @@ class PredictedSrpt:
         return wake if wake > now else math.nextafter(now, math.inf)
 
 
-def _greedy_prefix(under: list[JobState], running: list[tuple[Key, JobState]],
-                   eligible: list[tuple[Key, JobState]],
-                   capacity: int) -> tuple[list[tuple[Key, JobState]], list[tuple[Key, JobState]]]:
-    """The jobs of both key-ordered lists, merged in key order, that fit ``capacity`` GPUs greedily,
-    and those of them that are ``eligible`` (waiting).
+def _fitting_in_key_order(queue: RankedQueue, pending: Mapping[str, JobState], free: TentativeAllocation,
+                          strict: bool) -> Iterator[tuple[Key, JobState]]:
+    """The waiting jobs in key order, less those wider than the GPUs ``free`` has left (``strict``: all).
 
-    ``under`` are running jobs keyed under every eligible one, in any order:
-    they come first in the merge and are all taken, whatever their order (they
-    run together, so they fit), so they are left out of the jobs returned.
-    Keys are unique (their last field is the job id), so the merge needs no
-    tie rule; it stops as soon as the GPUs are all spoken for.
+    Read lazily, so GPUs taken between two reads narrow what comes next;
+    GPUs are only taken, so a job passed over would not have fitted later.
+    """
+    cursor = queue.cursor()
+    everything = free.topology.n_gpus
+    while (found := cursor.head(everything if strict else free.n_free)) is not None:
+        cursor.advance()
+        key: Any = found[1]  # a `Key`, as `_mend_queue` built it
+        yield key, pending[key[3]]
+
+
+def _greedy_prefix(under: list[JobState], running: list[tuple[Key, JobState]], eligible: QueueCursor,
+                   pending: Mapping[str, JobState],
+                   capacity: int) -> tuple[list[tuple[Key, JobState]], list[tuple[Key, JobState]]]:
+    """The running and waiting jobs, merged in key order, that fit ``capacity`` GPUs greedily,
+    and those of them that wait.
+
+    ``running`` is in key order; ``eligible`` walks the waiting queue. ``under``
+    are running jobs keyed under every waiting one, in any order: they come
+    first in the merge and are all taken, whatever their order (they run
+    together, so they fit), so they are left out of the jobs returned. Keys
+    are unique (their last field is the job id), so the merge needs no tie
+    rule; it stops as soon as the GPUs are all spoken for, and reads no
+    waiting job wider than the GPUs still unclaimed.
     """
     desired: list[Any] = []  # entries as they are (see `_STATE`)
     waiting: list[Any] = []
     ranked: list[Any] = running
-    keyed: list[Any] = eligible
-    room, i, j, n_running, n_eligible = capacity, 0, 0, len(running), len(eligible)
+    room, i, n_running = capacity, 0, len(running)
+    first = eligible.head(room)
     # The running jobs ahead of every waiting one (most of them, most of the time) come
     # first in the merge; while they leave GPUs over, each is taken, so take them at once.
-    ahead = ranked[:bisect_left(ranked, keyed[0][0], key=itemgetter(0))] if eligible else ranked
+    ahead = ranked[:bisect_left(ranked, first[1], key=itemgetter(0))] if first is not None else ranked
     held = 0
     state: JobState
     for state in under:
@@ -730,21 +834,23 @@ def _greedy_prefix(under: list[JobState], running: list[tuple[Key, JobState]],
                 room -= n_gpus
                 if room == 0:
                     return desired, waiting
-    while i < n_running or j < n_eligible:
-        is_running = j == n_eligible or (i < n_running and ranked[i][0] < keyed[j][0])
-        if is_running:
+    found = eligible.head(room)
+    while i < n_running or found is not None:
+        if found is None or (i < n_running and ranked[i][0] < found[1]):
             item = ranked[i]
             i += 1
-        else:
-            item = keyed[j]
-            j += 1
-        state = item[1]
-        n_gpus = state.job.n_gpus
-        if n_gpus <= room:
+            n_gpus = item[1].job.n_gpus
+            if n_gpus > room:
+                continue
             desired.append(item)
-            if not is_running:
-                waiting.append(item)
-            room -= n_gpus
-            if room == 0:
-                break
+        else:
+            n_gpus, key = found
+            item = (key, pending[cast(str, key[3])])
+            desired.append(item)
+            waiting.append(item)
+            eligible.advance()
+        room -= n_gpus
+        if room == 0:
+            break
+        found = eligible.head(room)
     return desired, waiting
