@@ -376,7 +376,7 @@ def test_the_greedy_prefix_is_the_plain_merge_of_both_lists(
 @pytest.mark.parametrize(("policy", "params"), [
     ("asrpt", {}), ("asrpt", {"rank": "expected"}), ("asrpt", {"predictor": "median"}),
     ("asrpt", {"predictor": "forest", "min_train_rows": 20, "refit_every": 20}),
-    ("asrpt", {"strict_order": True}), ("combined", {})])
+    ("asrpt", {"strict_order": True}), ("asrpt", {"rank": "vm"}), ("asrpt-oracle", {}), ("combined", {})])
 def test_the_kept_waiting_queue_decides_as_one_built_afresh_at_every_decision(
         monkeypatch: pytest.MonkeyPatch, policy: str, params: dict[str, object]) -> None:
     """Mended from the change log between decisions, the queue gives the records of a queue built

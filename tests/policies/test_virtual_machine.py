@@ -150,3 +150,30 @@ def test_order_after_many_changes_at_once_is_every_key_sorted(sizes: list[float]
         vm.grow(f"J{i}", sizes[i] / 2 - 10.0)
     ids = [f"J{i}" for i in range(len(sizes))]
     assert vm.order() == sorted(vm.order_key(job_id) for job_id in ids)
+
+
+@given(st.lists(st.lists(st.tuples(st.sampled_from(["add", "advance", "grow", "remove"]),
+                                   st.integers(0, 9), st.integers(-30, 60)), max_size=8), max_size=8))
+def test_keys_changed_names_every_job_whose_key_changed_since_the_last_call(
+        batches: list[list[tuple[str, int, int]]]) -> None:
+    vm = VirtualMachine()
+    assert vm.keys_changed() == []  # the log starts here
+
+    def keys() -> dict[str, tuple[float, float, int, str]]:
+        return {f"J{j}": vm.order_key(f"J{j}") for j in range(10) if f"J{j}" in vm}
+
+    for batch in batches:
+        before = keys()
+        for op, j, amount in batch:
+            job_id = f"J{j}"
+            if op == "add" and job_id not in vm:
+                vm.add(job_id, float(abs(amount)))
+            elif op == "advance":
+                vm.advance(vm.now + abs(amount) / 4)
+            elif op == "grow" and job_id in vm:
+                vm.grow(job_id, float(amount))
+            elif op == "remove":
+                vm.remove(job_id)
+        after = keys()
+        changed = set(vm.keys_changed())
+        assert {job_id for job_id, key in after.items() if before.get(job_id) != key} <= changed

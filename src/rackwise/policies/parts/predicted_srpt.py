@@ -20,9 +20,8 @@ from __future__ import annotations
 import math
 import zlib
 from bisect import bisect_left, insort
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
-from functools import partial
 from itertools import chain
 from operator import itemgetter
 from statistics import median
@@ -223,8 +222,8 @@ class PredictedSrpt:
         self._now_view: tuple[float, ClusterView] | None = None  # during a decision, for "survival"
         self._overruns = OverrunWatch()
         self._change_mark: tuple[int, int] | None = None  # the last decision's view, for its change log
-        # The waiting jobs by key (rank "gittins" or "expected", gate "arrival"), kept between
-        # decisions and mended from the change log; built again when it cannot be mended.
+        # The waiting jobs by key (gate "arrival"), kept between decisions and mended from the
+        # change log; built again when it cannot be mended.
         self._queue = RankedQueue()
         self._queue_stale = True
         self._prediction_log: list[PredictionRecord] = []
@@ -273,10 +272,9 @@ class PredictedSrpt:
         job_id = job.job_id
         self._vm.advance(now)
         self._vm.remove(job_id)
+        if job_id in self._queue:  # it finished waiting (a live cluster's cancel)
+            self._unqueue(job_id)
         rank = self._ranks.pop(job_id, None)
-        if rank is not None and job_id in rank.of_class.waiting:  # it left the queue (a live cluster's cancel)
-            del rank.of_class.waiting[job_id]
-            self._queue.discard(job_id)
         for table in (self._estimate_iters, self._waiting):
             table.pop(job_id, None)
         entry = self._predicted.pop(job_id, None)
@@ -365,36 +363,33 @@ class PredictedSrpt:
         self._change_mark = view.change_mark
         self._check_overruns(view, now, restated)
         gated = params.gate != "arrival"
-        by_key = params.rank != "vm" and not gated  # the waiting queue is kept, by key
-        if by_key:
+        if not gated:
             self._mend_queue(view, arrived, restated)
 
         if not view.pending:
             return Decisions()
         free = view.tentative()
         eligible: Iterable[tuple[Key, JobState]]
-        lowest_first: Callable[[], Iterable[tuple[Key, JobState]]] | None = None
-        if by_key:
-            eligible = _fitting_in_key_order(self._queue, view.pending, free, params.strict_order)
-            if params.preempt:
-                best = self._queue.best_key()
-                ranked_running, under = self._ranked(
-                    view.running.values(), now, below=cast(float, best[0]) if best is not None else None)
-                desired, waiting = _greedy_prefix(under, ranked_running, self._queue.cursor(), view.pending,
-                                                  self._capacity_gpus)
-                lowest_first = partial(reversed, ranked_running)  # those under are never victims
-        elif params.rank == "vm":
-            eligible = self._eligible_in_vm_order(view.pending, gated)
-            if params.preempt and not gated:
-                desired, waiting = self._desired_in_vm_order(view)
-                lowest_first = partial(self._running_lowest_first, view.running)
-        else:  # gated: the jobs the machine has finished, by key, with no preemption
+        starts: list[Start] = []
+        preempted: list[str] = []
+        if gated and params.rank == "vm":  # only the jobs the machine has finished, with no preemption
+            eligible = self._overdue_in_vm_order(view.pending)
+        elif gated:
             eligible = self._ranked([state for state in view.pending.values() if vm.is_overdue(state.job_id)],
                                     now)[0]
-        if lowest_first is not None:
-            starts, preempted = self._preempt_to_vm_order(view, desired, waiting, lowest_first, free, now)
         else:
-            starts, preempted = [], []
+            eligible = _fitting_in_key_order(self._queue, view.pending, free, params.strict_order)
+            if params.preempt:
+                under: list[JobState] = []
+                if params.rank == "vm":
+                    ranked_running = self._running_in_vm_order(view.running)
+                else:
+                    best = self._queue.best_key()
+                    ranked_running, under = self._ranked(
+                        view.running.values(), now, below=cast(float, best[0]) if best is not None else None)
+                desired, waiting = _greedy_prefix(under, ranked_running, self._queue.cursor(), view.pending,
+                                                  self._capacity_gpus)
+                starts, preempted = self._preempt_to_vm_order(view, desired, waiting, ranked_running, free, now)
         started = {start.job_id for start in starts}
         state: JobState
         for state in map(_STATE, eligible):  # backfill, in key order
@@ -407,60 +402,27 @@ class PredictedSrpt:
         return Decisions(start=tuple(starts), preempt=tuple(preempted),
                          wake_at=self._wake_at(view, now, len(starts) - len(preempted)))
 
-    def _eligible_in_vm_order(self, pending: Mapping[str, JobState],
-                              gated: bool) -> Iterator[tuple[Key, JobState]]:
-        """Pending jobs in the virtual machine's order (``gated``: only those it has finished).
+    def _overdue_in_vm_order(self, pending: Mapping[str, JobState]) -> Iterator[tuple[Key, JobState]]:
+        """Waiting jobs the virtual machine has finished, in the order it finished them.
 
-        A walk of the machine's kept order, so a backfill that stops early
-        reads no further; the machine must not change while it runs.
+        A walk of the machine's kept order, which they head; the machine must
+        not change while it runs.
         """
         for key in self._vm.order():
-            if gated and key[0] > 0.0:
-                break  # overdue jobs come first; the first job in service ends them
+            if key[0] > 0.0:
+                break  # the first job in service ends the overdue ones
             state = pending.get(key[3])
-            if state is not None and (not gated or self._vm.is_overdue(key[3])):
+            if state is not None:
                 yield key, state
 
-    def _desired_in_vm_order(self, view: ClusterView) -> tuple[list[tuple[Key, JobState]],
-                                                                list[tuple[Key, JobState]]]:
-        """`_greedy_prefix` of the running and pending jobs, walking the machine's kept order.
-
-        Also the pending jobs among them, the only ones the preemption pass acts on.
-        """
-        desired: list[tuple[Key, JobState]] = []
-        waiting: list[tuple[Key, JobState]] = []
-        running, pending, room = view.running, view.pending, self._capacity_gpus
-        for key in self._vm.order():
-            state = running.get(key[3])
-            if state is None:
-                state = pending.get(key[3])
-                if state is None:
-                    continue
-                if state.job.n_gpus <= room:
-                    waiting.append((key, state))
-            n_gpus = state.job.n_gpus
-            if n_gpus <= room:
-                desired.append((key, state))
-                room -= n_gpus
-                if room == 0:
-                    break
-        return desired, waiting
-
-    def _running_lowest_first(self, running: Mapping[str, JobState]) -> list[tuple[Key, JobState]]:
-        """The running jobs, the virtual machine's last first.
-
-        A walk of the machine's order, unless waiting jobs far outnumber
-        running ones: then sorting the running ones by key reads fewer.
-        """
+    def _running_in_vm_order(self, running: Mapping[str, JobState]) -> list[tuple[Key, JobState]]:
+        """The running jobs in the virtual machine's order."""
         vm = self._vm
-        order = vm.order()
-        if len(order) > 4 * len(running):
-            # A list, not a generator, and the machine's method called on it, not kept bound:
-            # the compiled build then calls it directly.
-            keyed = [(vm.order_key(job_id), state) for job_id, state in running.items()]
-            keyed.sort(key=itemgetter(0), reverse=True)
-            return keyed
-        return [(key, state) for key in reversed(order) if (state := running.get(key[3])) is not None]
+        # A list, and the machine's method called on it, not kept bound: the compiled build
+        # then calls it directly.
+        keyed = [(vm.order_key(job_id), state) for job_id, state in running.items()]
+        keyed.sort(key=itemgetter(0))
+        return keyed
 
     def _graph(self, job: Job) -> JobGraph:
         kind = graph_kind(job)  # one graph per kind of job, not per job
@@ -471,20 +433,21 @@ class PredictedSrpt:
 
     def _mend_queue(self, view: ClusterView, arrived: list[str], restated: list[str] | None) -> None:
         """Bring the waiting queue to this decision: the jobs that arrived, started or stopped
-        since the last one, and new keys for each class whose distribution changed.
+        since the last one, and new keys for those whose key changed (rank "vm": the jobs the
+        virtual machine served or re-sized; else the jobs of each class whose distribution changed).
 
         Built again from every waiting job where the view keeps no change log
         (a live cluster's snapshot), the keys went stale (new predictions), or
         the mended queue would not hold every waiting job.
         """
         queue, pending, ranks = self._queue, view.pending, self._ranks
+        by_vm = self._params.rank == "vm"
+        moved = self._vm.keys_changed() if by_vm else []
         back: dict[str, JobState] = {}
         if restated is not None and not self._queue_stale:
-            for job_id in chain(arrived, restated):
-                known = ranks.get(job_id)
-                if known is not None and job_id in known.of_class.waiting:
-                    del known.of_class.waiting[job_id]
-                    queue.discard(job_id)
+            for job_id in chain(arrived, restated, moved):
+                if job_id in queue:
+                    self._unqueue(job_id)
                 state = pending.get(job_id)
                 if state is not None:
                     back[job_id] = state
@@ -494,6 +457,11 @@ class PredictedSrpt:
                 of_class.waiting.clear()
             back = dict(pending)
             self._queue_stale = False
+        if by_vm:
+            vm = self._vm
+            for job_id, state in back.items():
+                queue.add(job_id, state.job.n_gpus, vm.order_key(job_id))
+            return
         self._n_rankings = ranking = self._n_rankings + 1
         for of_class in self._classes.values():
             if of_class.waiting:
@@ -507,6 +475,13 @@ class PredictedSrpt:
                 of_class.keyed_with = self._class_distribution(of_class, ranking)
             of_class.waiting[job_id] = None
             queue.add(job_id, state.job.n_gpus, self._waiting_key(state, of_class.keyed_with))
+
+    def _unqueue(self, job_id: str) -> None:
+        """The job leaves the waiting queue."""
+        self._queue.discard(job_id)
+        known = self._ranks.get(job_id)
+        if known is not None:
+            known.of_class.waiting.pop(job_id, None)
 
     def _class_distribution(self, of_class: _ClassRead, ranking: int) -> SizeDistribution | None:
         """The class's size distribution, read once per ranking (None: its jobs rank by their own)."""
@@ -701,18 +676,17 @@ class PredictedSrpt:
             self._set_estimate(state.job_id, float(grown))
 
     def _preempt_to_vm_order(self, view: ClusterView, desired: list[tuple[Key, JobState]],
-                             waiting: list[tuple[Key, JobState]],
-                             lowest_first: Callable[[], Iterable[tuple[Key, JobState]]],
+                             waiting: list[tuple[Key, JobState]], running: list[tuple[Key, JobState]],
                              free: TentativeAllocation, now: float) -> tuple[list[Start], list[str]]:
         """Start the jobs the virtual machine ranks first, preempting lower-ranked ones.
 
         ``desired`` is the greedy prefix, by GPU count, of the running and
         eligible jobs in key order, and ``waiting`` its jobs not running;
-        ``lowest_first()`` gives every running job as ``(key, state)``,
-        last in key order first, asked only when a victim is needed. A
-        running job outside the prefix is preempted only when a desired job
-        cannot be placed otherwise, has run at least ``min_run_s``, and ranks
-        clearly lower (``epsilon``).
+        ``running`` holds the running jobs that may be victims as ``(key,
+        state)``, in key order (read only when a victim is needed). A running
+        job outside the prefix is preempted only when a desired job cannot be
+        placed otherwise, has run at least ``min_run_s``, and ranks clearly
+        lower (``epsilon``).
         """
         epsilon, min_run_s = self._params.epsilon, self._params.min_run_s
         victims: list[tuple[float, JobState]] | None = None  # built when first needed
@@ -725,7 +699,7 @@ class PredictedSrpt:
             if victims is None:
                 entries: list[Any] = desired  # see `_STATE`
                 desired_ids = {entry[0][3] for entry in entries}
-                victims = [(k[0], s) for k, s in lowest_first() if k[3] not in desired_ids]
+                victims = [(k[0], s) for k, s in reversed(running) if k[3] not in desired_ids]
             bar = key[0] / (1.0 - epsilon) if epsilon < 1 else math.inf
             given: list[JobState] = []
             placed = False

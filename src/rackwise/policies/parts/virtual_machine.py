@@ -14,7 +14,8 @@ piecewise, between the instants it is told about.
 The machine also keeps every job's key in order between changes (`order`):
 serving changes only the head's key, and never its place among the others,
 so a change costs one binary search where ranking the whole queue at every
-event cost a sort.
+event cost a sort. A caller that keeps some jobs in this order itself asks
+which jobs' keys changed since it last asked (`keys_changed`).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class VirtualMachine:
         self._order: list[OrderKey] = []  # every job's current key, smallest first ...
         self._added: list[OrderKey] = []  # ... once these, added since, are put in place
         self.finish_times: dict[str, float] = {}  # every job the machine finished
+        self._changed: dict[str, None] | None = None  # jobs given a new key, once asked for
 
     def __contains__(self, job_id: str) -> bool:
         return job_id in self._entries or job_id in self._overdue
@@ -91,7 +93,7 @@ class VirtualMachine:
                 self._finish(head, clock)
             else:
                 head[0] -= now - clock
-                self._added.append((head[0], head[1], head[2], head[3]))
+                self._keyed((head[0], head[1], head[2], head[3]))
                 clock = now
         self.now = max(self.now, now)
 
@@ -113,6 +115,15 @@ class VirtualMachine:
         entry[4] = False
         self._unorder((entry[0], entry[1], entry[2], job_id))
         self._push(job_id, entry[0] + delta_s, entry[2])
+
+    def keys_changed(self) -> list[str]:
+        """The jobs given a new key since the last call (the first call: none, and the log starts).
+
+        Every job whose key changed is named once; one named may have left the machine since.
+        """
+        changed = self._changed
+        self._changed = {}
+        return [] if changed is None else list(changed)
 
     def remove(self, job_id: str) -> None:
         """The real job finished: drop it, whatever work it has left here."""
@@ -188,7 +199,13 @@ class VirtualMachine:
             return
         self._entries[job_id] = entry
         heapq.heappush(self._heap, entry)
-        self._added.append((remaining_s, release, seq, job_id))
+        self._keyed((remaining_s, release, seq, job_id))
+
+    def _keyed(self, key: OrderKey) -> None:
+        """A job's new key, to be put in `order`."""
+        self._added.append(key)
+        if self._changed is not None:
+            self._changed[key[3]] = None
 
     def _unorder(self, key: OrderKey) -> None:
         """Take a key out of `order` (it is there: every change keeps the two in step)."""
@@ -221,7 +238,7 @@ class VirtualMachine:
         self._entries.pop(job_id, None)
         self._overdue[job_id] = (when, entry[2])
         self.finish_times[job_id] = when
-        self._added.append((0.0, when, entry[2], job_id))
+        self._keyed((0.0, when, entry[2], job_id))
 
 
 def srpt_finish_times(jobs: Iterable[tuple[str, float, float]]) -> dict[str, float]:
