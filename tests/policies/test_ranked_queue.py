@@ -53,3 +53,25 @@ def test_rekey_moves_every_job_named_and_the_cursor_walks_the_new_order(
         walked.append(found)
         cursor.advance()
     assert walked == sorted([(n, key) for n, key in model.values() if n <= limit], key=lambda item: item[1])
+
+
+@given(st.dictionaries(st.integers(0, 40), st.tuples(st.integers(1, 4), st.integers(0, 5)), max_size=30),
+       st.integers(0, 5))
+def test_add_many_queues_as_adding_one_at_a_time_does(jobs: dict[int, tuple[int, int]], limit: int) -> None:
+    items = [(f"j{number}", n_gpus, (rank, f"j{number}")) for number, (n_gpus, rank) in jobs.items()]
+    one_by_one, at_once = RankedQueue(), RankedQueue()
+    for job_id, n_gpus, key in items:
+        one_by_one.add(job_id, n_gpus, key)
+    at_once.add_many(items)
+
+    def walked(queue: RankedQueue) -> list[tuple[int, tuple[object, ...]]]:
+        cursor, seen = queue.cursor(), []
+        while (found := cursor.head(limit)) is not None:
+            seen.append(found)
+            cursor.advance()
+        return seen
+
+    assert len(at_once) == len(one_by_one)
+    assert at_once.best_key() == one_by_one.best_key()
+    assert at_once.fewest_gpus() == one_by_one.fewest_gpus()
+    assert walked(at_once) == walked(one_by_one)

@@ -162,6 +162,22 @@ class RankedQueue:
         if self._best is not None and key < self._best:
             self._best = key
 
+    def add_many(self, items: Sequence[tuple[str, int, tuple[object, ...]]]) -> None:
+        """Queue jobs not queued yet, each as ``(job_id, n_gpus, key)``: many at once by one sort per list."""
+        if len(items) <= 8:
+            for job_id, n_gpus, key in items:
+                self.add(job_id, n_gpus, key)
+            return
+        for job_id, n_gpus, key in items:
+            if n_gpus not in self.buckets:
+                self.buckets[n_gpus] = []
+            self.buckets[n_gpus].append(key)
+            self._where[job_id] = (n_gpus, key)
+        self.buckets = dict(sorted(self.buckets.items()))
+        for bucket in self.buckets.values():
+            bucket.sort()
+        self._best = None
+
     def discard(self, job_id: str) -> None:
         """Drop a job if it is queued."""
         found = self._where.pop(job_id, None)

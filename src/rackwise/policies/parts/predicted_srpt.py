@@ -20,8 +20,9 @@ from __future__ import annotations
 import math
 import zlib
 from bisect import bisect_left, insort
-from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from functools import partial
 from itertools import chain
 from operator import itemgetter
 from statistics import median
@@ -379,17 +380,19 @@ class PredictedSrpt:
                                     now)[0]
         else:
             eligible = _fitting_in_key_order(self._queue, view.pending, free, params.strict_order)
-            if params.preempt:
-                under: list[JobState] = []
-                if params.rank == "vm":
-                    ranked_running = self._running_in_vm_order(view.running)
-                else:
-                    best = self._queue.best_key()
-                    ranked_running, under = self._ranked(
-                        view.running.values(), now, below=cast(float, best[0]) if best is not None else None)
+            if params.preempt and params.rank == "vm":
+                desired, waiting = self._desired_in_vm_order(view)
+                starts, preempted = self._preempt_to_vm_order(view, desired, waiting,
+                                                              partial(self._running_lowest_first, view.running),
+                                                              free, now)
+            elif params.preempt:
+                best = self._queue.best_key()
+                ranked_running, under = self._ranked(
+                    view.running.values(), now, below=cast(float, best[0]) if best is not None else None)
                 desired, waiting = _greedy_prefix(under, ranked_running, self._queue.cursor(), view.pending,
                                                   self._capacity_gpus)
-                starts, preempted = self._preempt_to_vm_order(view, desired, waiting, ranked_running, free, now)
+                starts, preempted = self._preempt_to_vm_order(view, desired, waiting,
+                                                              partial(reversed, ranked_running), free, now)
         started = {start.job_id for start in starts}
         state: JobState
         for state in map(_STATE, eligible):  # backfill, in key order
@@ -415,14 +418,46 @@ class PredictedSrpt:
             if state is not None:
                 yield key, state
 
-    def _running_in_vm_order(self, running: Mapping[str, JobState]) -> list[tuple[Key, JobState]]:
-        """The running jobs in the virtual machine's order."""
+    def _desired_in_vm_order(self, view: ClusterView) -> tuple[list[tuple[Key, JobState]],
+                                                                list[tuple[Key, JobState]]]:
+        """`_greedy_prefix` of the running and pending jobs, walking the machine's kept order.
+
+        Also the pending jobs among them, the only ones the preemption pass acts on.
+        """
+        desired: list[tuple[Key, JobState]] = []
+        waiting: list[tuple[Key, JobState]] = []
+        running, pending, room = view.running, view.pending, self._capacity_gpus
+        for key in self._vm.order():
+            state = running.get(key[3])
+            if state is None:
+                state = pending.get(key[3])
+                if state is None:
+                    continue
+                if state.job.n_gpus <= room:
+                    waiting.append((key, state))
+            n_gpus = state.job.n_gpus
+            if n_gpus <= room:
+                desired.append((key, state))
+                room -= n_gpus
+                if room == 0:
+                    break
+        return desired, waiting
+
+    def _running_lowest_first(self, running: Mapping[str, JobState]) -> list[tuple[Key, JobState]]:
+        """The running jobs, the virtual machine's last first.
+
+        A walk of the machine's order, unless waiting jobs far outnumber
+        running ones: then sorting the running ones by key reads fewer.
+        """
         vm = self._vm
-        # A list, and the machine's method called on it, not kept bound: the compiled build
-        # then calls it directly.
-        keyed = [(vm.order_key(job_id), state) for job_id, state in running.items()]
-        keyed.sort(key=itemgetter(0))
-        return keyed
+        order = vm.order()
+        if len(order) > 4 * len(running):
+            # A list, not a generator, and the machine's method called on it, not kept bound:
+            # the compiled build then calls it directly.
+            keyed = [(vm.order_key(job_id), state) for job_id, state in running.items()]
+            keyed.sort(key=itemgetter(0), reverse=True)
+            return keyed
+        return [(key, state) for key in reversed(order) if (state := running.get(key[3])) is not None]
 
     def _graph(self, job: Job) -> JobGraph:
         kind = graph_kind(job)  # one graph per kind of job, not per job
@@ -459,8 +494,7 @@ class PredictedSrpt:
             self._queue_stale = False
         if by_vm:
             vm = self._vm
-            for job_id, state in back.items():
-                queue.add(job_id, state.job.n_gpus, vm.order_key(job_id))
+            queue.add_many([(job_id, state.job.n_gpus, vm.order_key(job_id)) for job_id, state in back.items()])
             return
         self._n_rankings = ranking = self._n_rankings + 1
         for of_class in self._classes.values():
@@ -469,12 +503,14 @@ class PredictedSrpt:
                 if dist is not of_class.keyed_with:
                     of_class.keyed_with = dist
                     queue.rekey([self._waiting_key(pending[job_id], dist) for job_id in of_class.waiting])
+        added = []
         for job_id, state in back.items():
             of_class = ranks[job_id].of_class
             if not of_class.waiting:
                 of_class.keyed_with = self._class_distribution(of_class, ranking)
             of_class.waiting[job_id] = None
-            queue.add(job_id, state.job.n_gpus, self._waiting_key(state, of_class.keyed_with))
+            added.append((job_id, state.job.n_gpus, self._waiting_key(state, of_class.keyed_with)))
+        queue.add_many(added)
 
     def _unqueue(self, job_id: str) -> None:
         """The job leaves the waiting queue."""
@@ -501,7 +537,11 @@ class PredictedSrpt:
                 state.job_id)
 
     def _key_at(self, known: _JobRank, dist: SizeDistribution, attained: float) -> float:
-        """A job's rank on ``dist`` at ``attained`` service, in virtual-machine seconds (kept in ``known``)."""
+        """A job's rank on ``dist`` at ``attained`` service, in virtual-machine seconds (kept in ``known``).
+
+        `_ranked` spells the same out for each running job, with its bar: a call per running job
+        at every decision costs the plain-Python build more than the copy does.
+        """
         if attained >= dist.largest:  # past every sample, whichever the rank
             value = dist.beyond_factor * attained
         elif known.rank_dist is dist and known.rank_attained == attained:
@@ -676,17 +716,18 @@ class PredictedSrpt:
             self._set_estimate(state.job_id, float(grown))
 
     def _preempt_to_vm_order(self, view: ClusterView, desired: list[tuple[Key, JobState]],
-                             waiting: list[tuple[Key, JobState]], running: list[tuple[Key, JobState]],
+                             waiting: list[tuple[Key, JobState]],
+                             lowest_first: Callable[[], Iterable[tuple[Key, JobState]]],
                              free: TentativeAllocation, now: float) -> tuple[list[Start], list[str]]:
         """Start the jobs the virtual machine ranks first, preempting lower-ranked ones.
 
         ``desired`` is the greedy prefix, by GPU count, of the running and
         eligible jobs in key order, and ``waiting`` its jobs not running;
-        ``running`` holds the running jobs that may be victims as ``(key,
-        state)``, in key order (read only when a victim is needed). A running
-        job outside the prefix is preempted only when a desired job cannot be
-        placed otherwise, has run at least ``min_run_s``, and ranks clearly
-        lower (``epsilon``).
+        ``lowest_first()`` gives the running jobs that may be victims as
+        ``(key, state)``, last in key order first, asked only when a victim is
+        needed. A running job outside the prefix is preempted only when a
+        desired job cannot be placed otherwise, has run at least
+        ``min_run_s``, and ranks clearly lower (``epsilon``).
         """
         epsilon, min_run_s = self._params.epsilon, self._params.min_run_s
         victims: list[tuple[float, JobState]] | None = None  # built when first needed
@@ -699,7 +740,7 @@ class PredictedSrpt:
             if victims is None:
                 entries: list[Any] = desired  # see `_STATE`
                 desired_ids = {entry[0][3] for entry in entries}
-                victims = [(k[0], s) for k, s in reversed(running) if k[3] not in desired_ids]
+                victims = [(k[0], s) for k, s in lowest_first() if k[3] not in desired_ids]
             bar = key[0] / (1.0 - epsilon) if epsilon < 1 else math.inf
             given: list[JobState] = []
             placed = False
