@@ -100,20 +100,25 @@ def test_srpt_is_work_conserving_and_never_worse_than_fifo(jobs: list[tuple[int,
     assert srpt_flow <= fifo_flow + 1e-9
 
 
+def change(vm: VirtualMachine, op: str, j: int, amount: int) -> None:
+    """One change of a random sequence: add, serve, re-size or remove job ``J{j}``."""
+    job_id = f"J{j}"
+    if op == "add" and job_id not in vm:
+        vm.add(job_id, float(abs(amount)))
+    elif op == "advance":
+        vm.advance(vm.now + abs(amount) / 4)
+    elif op == "grow" and job_id in vm:
+        vm.grow(job_id, float(amount))
+    elif op == "remove":
+        vm.remove(job_id)
+
+
 @given(st.lists(st.tuples(st.sampled_from(["add", "advance", "grow", "remove"]),
                           st.integers(0, 9), st.integers(-30, 60)), max_size=40))
 def test_ranked_is_every_job_sorted_by_key(ops: list[tuple[str, int, int]]) -> None:
     vm = VirtualMachine()
     for op, j, amount in ops:
-        job_id = f"J{j}"
-        if op == "add" and job_id not in vm:
-            vm.add(job_id, float(abs(amount)))
-        elif op == "advance":
-            vm.advance(vm.now + abs(amount) / 4)
-        elif op == "grow" and job_id in vm:
-            vm.grow(job_id, float(amount))
-        elif op == "remove":
-            vm.remove(job_id)
+        change(vm, op, j, amount)
     ids = [f"J{j}" for j in range(10) if f"J{j}" in vm]
     assert vm.ranked((job_id, job_id) for job_id in ids) == sorted(
         ((vm.key(job_id), job_id) for job_id in ids), key=lambda pair: pair[0])
@@ -165,15 +170,7 @@ def test_keys_changed_names_every_job_whose_key_changed_since_the_last_call(
     for batch in batches:
         before = keys()
         for op, j, amount in batch:
-            job_id = f"J{j}"
-            if op == "add" and job_id not in vm:
-                vm.add(job_id, float(abs(amount)))
-            elif op == "advance":
-                vm.advance(vm.now + abs(amount) / 4)
-            elif op == "grow" and job_id in vm:
-                vm.grow(job_id, float(amount))
-            elif op == "remove":
-                vm.remove(job_id)
+            change(vm, op, j, amount)
         after = keys()
         changed = set(vm.keys_changed())
         assert {job_id for job_id, key in after.items() if before.get(job_id) != key} <= changed
