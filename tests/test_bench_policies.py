@@ -22,13 +22,8 @@ def bench() -> ModuleType:
     return load_script("bench_policies")
 
 
-def _records_sha256(perf: PerfModel | None) -> str:
-    """The records hash of the first jobs of philly_2017 under FIFO, built without the script."""
-    return _fifo_run(perf)[0]
-
-
 def _fifo_run(perf: PerfModel | None) -> tuple[str, int, float]:
-    """(records hash, steps, mean queue after a step) of `_records_sha256`'s run."""
+    """The first jobs of philly_2017 under FIFO, built without the script: (records hash, steps, mean queue)."""
     from rackwise import traces
     from rackwise.cluster.topology import uniform_cluster
     from rackwise.policies.registry import make_policy
@@ -48,8 +43,8 @@ def test_each_model_gives_the_records_of_that_model(bench: ModuleType) -> None:
     ideal = bench.speed("fifo", "philly_2017", first_n=FIRST_N)
     network = bench.speed("fifo", "philly_2017", first_n=FIRST_N, perf="network")
     assert (ideal["perf"], network["perf"]) == ("ideal", "network")
-    assert ideal["records_sha256"] == _records_sha256(None)  # the simulator's default model
-    assert network["records_sha256"] == _records_sha256(NetworkPerf())
+    assert ideal["records_sha256"] == _fifo_run(None)[0]  # the simulator's default model
+    assert network["records_sha256"] == _fifo_run(NetworkPerf())[0]
     assert ideal["records_sha256"] != network["records_sha256"]
 
 

@@ -168,14 +168,15 @@ class RankedQueue:
             for job_id, n_gpus, key in items:
                 self.add(job_id, n_gpus, key)
             return
+        touched: dict[int, list[tuple[object, ...]]] = {}
         for job_id, n_gpus, key in items:
-            if n_gpus not in self.buckets:
-                self.buckets[n_gpus] = []
-            self.buckets[n_gpus].append(key)
+            touched.setdefault(n_gpus, []).append(key)
             self._where[job_id] = (n_gpus, key)
-        self.buckets = dict(sorted(self.buckets.items()))
-        for bucket in self.buckets.values():
+        for n_gpus, keys in touched.items():
+            bucket = self.buckets.setdefault(n_gpus, [])
+            bucket.extend(keys)
             bucket.sort()
+        self.buckets = dict(sorted(self.buckets.items()))  # kept by GPU count (see `add`)
         self._best = None
 
     def discard(self, job_id: str) -> None:

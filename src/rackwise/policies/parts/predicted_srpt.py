@@ -398,8 +398,7 @@ class PredictedSrpt:
         for state in map(_STATE, eligible):  # backfill, in key order
             if state.job_id in started:
                 continue
-            started_now = (free.n_free >= state.n_gpus
-                           and self._try_start(view, state, free, starts, now))
+            started_now = self._try_start(view, state, free, starts, now)
             if not started_now and (params.strict_order or free.n_free == 0):
                 break
         return Decisions(start=tuple(starts), preempt=tuple(preempted),
@@ -734,8 +733,7 @@ class PredictedSrpt:
         starts: list[Start] = []
         preempted: list[str] = []
         for key, state in waiting:
-            # No placement finds n GPUs among fewer free ones (none of these jobs is fractional).
-            if free.n_free >= state.n_gpus and self._try_start(view, state, free, starts, now):
+            if self._try_start(view, state, free, starts, now):
                 continue
             if victims is None:
                 entries: list[Any] = desired  # see `_STATE`
@@ -753,7 +751,7 @@ class PredictedSrpt:
                     continue
                 free.give(victim.gpu_ids)
                 given.append(victim)
-                if free.n_free >= state.n_gpus and self._try_start(view, state, free, starts, now):
+                if self._try_start(view, state, free, starts, now):
                     placed = True
                     break
             if not placed:
@@ -767,6 +765,9 @@ class PredictedSrpt:
 
     def _try_start(self, view: ClusterView, state: JobState, free: TentativeAllocation,
                    starts: list[Start], now: float) -> bool:
+        """Place and start ``state`` on ``free`` if it fits; False (nothing taken) if it does not."""
+        if free.n_free < state.n_gpus:  # no placement finds n GPUs among fewer (no job here is fractional)
+            return False
         placed = self._place(view, free, state.job, self._graph(state.job), now, ideal=False)
         if placed is None:
             return False
