@@ -309,26 +309,42 @@ def test_survival_refresh_reaches_the_class_sizes() -> None:
 @COUNTS_CALLS
 def test_running_jobs_bounded_below_the_best_waiting_key_leave_every_decision_as_it_was(
         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bounds, and bounds kept from an earlier decision, change no record and save ranks and bounds."""
     from rackwise import traces
     from rackwise.policies.parts.size_distribution import SizeDistribution
 
     topology = uniform_cluster(32, 8, 8)  # 256 GPUs: jobs wait, and running ones are ranked against them
     jobs = traces.load("philly_2017", first_n=300).drop_oversized(topology.n_gpus)
-    exact_ranks = 0
-    gittins_line = SizeDistribution.gittins_line
+    calls = {"rank": 0, "bound": 0}
+    gittins_line, rank_bound_stretch = SizeDistribution.gittins_line, SizeDistribution.rank_bound_stretch
 
-    def counted(self: SizeDistribution, attained: float) -> object:
-        nonlocal exact_ranks
-        exact_ranks += 1
+    def counted_rank(self: SizeDistribution, attained: float) -> object:
+        calls["rank"] += 1
         return gittins_line(self, attained)
 
-    monkeypatch.setattr(SizeDistribution, "gittins_line", counted)
-    bounded = Simulator(topology, jobs, Asrpt(), perf=IdealPerf(), seed=0).run().records
-    with_bounds, exact_ranks = exact_ranks, 0
-    monkeypatch.setattr(SizeDistribution, "rank_bound", lambda self, attained: np.inf)  # never under the bar
-    exact = Simulator(topology, jobs, Asrpt(), perf=IdealPerf(), seed=0).run().records
-    assert bounded == exact
-    assert with_bounds < exact_ranks  # the bounds did stand in for ranks
+    def counted_bound(self: SizeDistribution, attained: float) -> tuple[float, float]:
+        calls["bound"] += 1
+        return rank_bound_stretch(self, attained)
+
+    def run() -> tuple[object, dict[str, int]]:
+        records = Simulator(topology, jobs, Asrpt(), perf=IdealPerf(), seed=0).run().records
+        counted = dict(calls)
+        calls.update(rank=0, bound=0)
+        return records, counted
+
+    monkeypatch.setattr(SizeDistribution, "gittins_line", counted_rank)
+    monkeypatch.setattr(SizeDistribution, "rank_bound_stretch", counted_bound)
+    kept, with_kept = run()
+    # A stretch that ends where it starts: no bound outlives the decision that worked it out.
+    monkeypatch.setattr(SizeDistribution, "rank_bound_stretch",
+                        lambda self, attained: (counted_bound(self, attained)[0], attained))
+    bounded, with_bounds = run()
+    monkeypatch.setattr(SizeDistribution, "rank_bound_stretch",
+                        lambda self, attained: (np.inf, attained))  # never under the bar
+    exact, without = run()
+    assert kept == bounded == exact
+    assert with_kept["rank"] == with_bounds["rank"] < without["rank"]  # the bounds did stand in for ranks
+    assert with_kept["bound"] < with_bounds["bound"] / 2  # and kept bounds for most new ones
 
 
 @settings(max_examples=300, deadline=None)

@@ -126,6 +126,26 @@ def test_the_rank_bound_is_the_lesser_of_two_ratios_just_raised_and_above_the_ra
         assert bound <= min(expected + 2e-9 * (attained + expected), to_next * (1 + 2e-9))
 
 
+@settings(max_examples=300, deadline=None)
+@given(distributions(), st.data())
+def test_the_rank_bound_only_falls_from_where_it_was_worked_out_to_the_next_sample(
+        dist: SizeDistribution, data: st.DataObject) -> None:
+    values = dist.values.tolist()
+    extra = data.draw(st.lists(st.floats(0.0, 1.2e7, allow_nan=False), max_size=8))
+    for attained in [0.0, *values, *extra]:
+        bound, until = dist.rank_bound_stretch(attained)
+        assert bound == dist.rank_bound(attained)
+        if attained >= dist.largest:
+            assert until == attained  # past every sample the bound grows: it holds nowhere further
+            continue
+        assert until == min(v for v in values if v > attained)  # the next sample
+        later = data.draw(st.lists(st.floats(attained, until, exclude_max=True), max_size=8))
+        # Every service to the next sample, and the floats right after ``attained`` and before it.
+        for further in [*later, np.nextafter(attained, until), np.nextafter(until, attained)]:
+            if attained <= further < until:
+                assert dist.rank_bound(float(further)) <= bound
+
+
 def _reference_bound(values: np.ndarray, weights: np.ndarray, attained: float) -> float:
     """`SizeDistribution.rank_bound` with its tail sums as numpy's cumulative sums from the end."""
     k = int(np.searchsorted(values, attained, side="right"))

@@ -105,9 +105,9 @@ class _JobRank:
     is used only while the distribution it came from is the job's.
     """
 
-    __slots__ = ("line_end", "line_high", "line_intercept", "line_low", "line_slope",
-                 "line_start", "of_class", "on_line", "own", "rank_attained", "rank_dist", "rank_value",
-                 "seq", "submit_time", "unit", "vm_s_per_iter")
+    __slots__ = ("bound_dist", "bound_end", "bound_key", "bound_start", "line_end", "line_high",
+                 "line_intercept", "line_low", "line_slope", "line_start", "of_class", "on_line", "own",
+                 "rank_attained", "rank_dist", "rank_value", "seq", "submit_time", "unit", "vm_s_per_iter")
 
     def __init__(self, unit: float, vm_s_per_iter: float, submit_time: float, seq: int,
                  of_class: _ClassRead) -> None:
@@ -125,6 +125,10 @@ class _JobRank:
         self.on_line = False
         self.line_start = self.line_end = self.line_low = self.line_high = 0.0
         self.line_intercept = self.line_slope = 0.0
+        # A bound on the key from ``bound_dist``, worked out at ``bound_start``: it holds for
+        # any service from there up to ``bound_end`` (`SizeDistribution.rank_bound_stretch`).
+        self.bound_dist: SizeDistribution | None = None
+        self.bound_start = self.bound_end = self.bound_key = 0.0
 
     def keep_line(self, line: RankLine | None) -> None:
         """Remember the line the last rank lies on (None: on none)."""
@@ -664,7 +668,16 @@ class PredictedSrpt:
             if not found:
                 if bar is not None:
                     # Rounding is monotone: a bound key under ``bar`` means the rank's key is too.
-                    bound = dist.rank_bound(attained) / unit * per_iter
+                    # The bound kept from an earlier call still holds while the service stays in
+                    # its stretch; only when it does not prove the job under is one worked out.
+                    if known.bound_dist is dist and known.bound_start <= attained < known.bound_end \
+                            and known.bound_key < bar:
+                        under.append(state)
+                        continue
+                    bound, bound_end = dist.rank_bound_stretch(attained)
+                    bound = bound / unit * per_iter
+                    known.bound_dist, known.bound_start, known.bound_end, known.bound_key = \
+                        dist, attained, bound_end, bound
                     if bound < bar:
                         under.append(state)
                         continue

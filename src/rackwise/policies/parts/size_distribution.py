@@ -149,17 +149,30 @@ class SizeDistribution:
         the roundings of either way of working it out. Past the largest
         sample it is the rank itself.
         """
+        return self.rank_bound_stretch(attained)[0]
+
+    def rank_bound_stretch(self, attained: float) -> tuple[float, float]:
+        """`rank_bound` at ``attained``, and the next sample: from ``attained`` up to it, not at it,
+        the bound only falls.
+
+        Up to the next sample both ratios are a constant less ``attained``
+        times a positive constant, and rounding keeps their order: the bound
+        at any service from ``attained`` up to that sample is at most the
+        one returned, bit for bit. Past the largest sample the bound grows
+        with the service, so it holds at ``attained`` alone (the two are equal).
+        """
         values = self._value_list
         k = _bisect_right(values, attained)
         if k == len(values):
-            return self.beyond_factor * attained
+            return self.beyond_factor * attained, attained
         sums = self._tail_sums
         if sums is None:
             sums = self._tail_sums = _tail_sums(values, self._weight_list)
         mean_tail = sums[1][k] / sums[0][k]
         to_end = mean_tail - attained + 1e-9 * mean_tail  # a difference: raised by the larger term
-        to_next = (values[k] - attained) * sums[2][k] * (1.0 + 1e-9)
-        return to_end if to_end < to_next else to_next
+        next_sample = values[k]
+        to_next = (next_sample - attained) * sums[2][k] * (1.0 + 1e-9)
+        return (to_end if to_end < to_next else to_next), next_sample
 
     def gittins_rank(self, attained: float = 0.0) -> float:
         """The Gittins rank at attained service ``a`` (lower is served first).
