@@ -98,3 +98,43 @@ def test_a_row_is_held_to_its_target(bench: ModuleType, row: dict[str, object], 
                                                ({"figure": "network-ratio", "cpu_ratio": 1.0}, False)])
 def test_a_row_no_target_speaks_of_carries_none(bench: ModuleType, row: dict[str, object], full_trace: bool) -> None:
     assert "target" not in bench.with_target(row, full_trace=full_trace)
+
+
+def _scripted_runs(bench: ModuleType, monkeypatch: pytest.MonkeyPatch,
+                   runs: list[dict[str, object]]) -> list[tuple[object, ...]]:
+    """``in_fresh_process`` answering with ``runs`` in turn; the calls it was asked for."""
+    asked: list[tuple[object, ...]] = []
+    answers = iter(runs)
+
+    def answer(fn: str, args: tuple[object, ...], limit_s: float) -> dict[str, object]:
+        asked.append((fn, *args))
+        return next(answers)
+
+    monkeypatch.setattr(bench, "in_fresh_process", answer)
+    return asked
+
+
+def test_linearity_is_the_ratio_of_the_least_times_of_its_repeats(bench: ModuleType,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    small, large = {"n_jobs": 10, "records_sha256": "a"}, {"n_jobs": 100, "records_sha256": "b"}
+    asked = _scripted_runs(bench, monkeypatch, [{**small, "cpu_s": 0.4}, {**large, "cpu_s": 3.0},
+                                                {**small, "cpu_s": 0.25}, {**large, "cpu_s": 3.5},
+                                                {**small, "cpu_s": 0.3}, {**large, "cpu_s": 2.9}])
+    row = bench.linearity("fifo", "philly_2017", 10, 60.0, repeat=3)
+    assert [args[4] for args in asked] == [1, 10, 1, 10, 1, 10]  # small and large in turn
+    assert (row["cpu_s_small"], row["cpu_s_large"], row["cpu_ratio"]) == (0.25, 2.9, 11.6)
+    assert row["cpu_s_small_runs"] == [0.4, 0.25, 0.3] and row["cpu_s_large_runs"] == [3.0, 3.5, 2.9]
+
+
+@pytest.mark.parametrize(("runs", "says"), [
+    ([{"cpu_s": 0.3, "records_sha256": "a"}, {"skipped": "took more than 60 s"},
+      {"cpu_s": 0.2, "records_sha256": "a"}, {"cpu_s": 2.0, "records_sha256": "b"}], "took more than 60 s"),
+    ([{"cpu_s": 0.3, "records_sha256": "a"}, {"cpu_s": 3.0, "records_sha256": "b"},
+      {"cpu_s": 0.2, "records_sha256": "c"}, {"cpu_s": 2.0, "records_sha256": "b"}], "records differ"),
+])
+def test_linearity_gives_no_ratio_when_a_repeat_fails_or_differs(bench: ModuleType, monkeypatch: pytest.MonkeyPatch,
+                                                                 runs: list[dict[str, object]], says: str) -> None:
+    _scripted_runs(bench, monkeypatch, runs)
+    row = bench.linearity("fifo", "philly_2017", 10, 60.0, repeat=2)
+    assert "cpu_ratio" not in row
+    assert says in str(row.get("skipped") or row.get("error"))
