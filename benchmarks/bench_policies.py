@@ -12,9 +12,10 @@ Each figure is measured in fresh processes (so max RSS belongs to one run):
 * ``linearity``: ``speed`` on the first ``--first-n`` jobs (default 2,000)
   and on ten copies of them arriving one after another (the same arrival
   rate, so the same load); the CPU time's ratio is the cost of 10x the jobs
-  (target: at most 12x), of the least of ``--repeat`` runs of each. A
-  prefix of the trace ten times as long would mix in the trace's busier
-  months, whose longer queues cost more per job.
+  (target: at most 12x), of the least of ``--repeat`` runs of each, with
+  each run's steps and mean running jobs (``mean_running``, after a step,
+  averaged over steps). A prefix of the trace ten times as long would mix
+  in the trace's busier months, whose longer queues cost more per job.
 * ``network-ratio``: ``speed`` under both models, and the network model's
   CPU time over the ideal one's, with each run's steps and mean queue
   (``mean_pending``, jobs waiting after a step, averaged over steps).
@@ -147,10 +148,11 @@ def speed(policy: str, trace: str, first_n: int | None = None, copies: int = 1,
     wall_s, cpu_s = time.perf_counter() - wall, time.process_time() - cpu
     n = len(result.records)
     rss = _rss_mib()  # before the hash, whose text of every record would count too
-    waiting = result.timeline.n_pending
+    waiting, running = result.timeline.n_pending, result.timeline.n_running
     return {"figure": "speed", "policy": policy, "trace": trace, "perf": perf,
             "cluster_gpus": simulator.topology.n_gpus,
             "n_jobs": n, "n_steps": result.n_steps, "mean_pending": round(sum(waiting) / max(1, len(waiting)), 1),
+            "mean_running": round(sum(running) / max(1, len(running)), 1),
             "simulate_s": round(wall_s, 2),
             "cpu_s": round(cpu_s, 2), "jobs_per_s": round(n / wall_s), "jobs_per_cpu_s": round(n / cpu_s),
             "peak_rss_mib": rss, "records_sha256": records_sha256(result)}
@@ -230,7 +232,11 @@ def linearity(policy: str, trace: str, n_small: int, limit_s: float,
         "n_small": small.get("n_jobs"), "cpu_s_small": small.get("cpu_s"),
         "n_large": large.get("n_jobs"), "cpu_s_large": large.get("cpu_s"),
         "cpu_s_small_runs": [run.get("cpu_s") for run in smalls],
-        "cpu_s_large_runs": [run.get("cpu_s") for run in larges]}
+        "cpu_s_large_runs": [run.get("cpu_s") for run in larges],
+        # A policy whose step reads every running job costs more per job where more run at once:
+        # the copies keep the cluster fuller than one copy that starts empty and drains.
+        "n_steps_small": small.get("n_steps"), "n_steps_large": large.get("n_steps"),
+        "mean_running_small": small.get("mean_running"), "mean_running_large": large.get("mean_running")}
     for runs in (smalls, larges):
         hashes = [run["records_sha256"] for run in runs if "records_sha256" in run]
         if len(set(hashes)) > 1:  # a deterministic run has one

@@ -118,12 +118,16 @@ def test_linearity_is_the_ratio_of_the_least_times_of_its_repeats(bench: ModuleT
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     small, large = {"n_jobs": 10, "records_sha256": "a"}, {"n_jobs": 100, "records_sha256": "b"}
     asked = _scripted_runs(bench, monkeypatch, [{**small, "cpu_s": 0.4}, {**large, "cpu_s": 3.0},
-                                                {**small, "cpu_s": 0.25}, {**large, "cpu_s": 3.5},
-                                                {**small, "cpu_s": 0.3}, {**large, "cpu_s": 2.9}])
+                                                {**small, "cpu_s": 0.25, "n_steps": 20, "mean_running": 4.5},
+                                                {**large, "cpu_s": 3.5},
+                                                {**small, "cpu_s": 0.3},
+                                                {**large, "cpu_s": 2.9, "n_steps": 230, "mean_running": 5.5}])
     row = bench.linearity("fifo", "philly_2017", 10, 60.0, repeat=3)
     assert [args[4] for args in asked] == [1, 10, 1, 10, 1, 10]  # small and large in turn
     assert (row["cpu_s_small"], row["cpu_s_large"], row["cpu_ratio"]) == (0.25, 2.9, 11.6)
     assert row["cpu_s_small_runs"] == [0.4, 0.25, 0.3] and row["cpu_s_large_runs"] == [3.0, 3.5, 2.9]
+    assert (row["n_steps_small"], row["n_steps_large"], row["mean_running_small"], row["mean_running_large"]) \
+        == (20, 230, 4.5, 5.5)  # of the runs the ratio is of
 
 
 @pytest.mark.parametrize(("runs", "says"), [
