@@ -9,10 +9,11 @@ Each figure is measured in fresh processes (so max RSS belongs to one run):
   shows whether a speed-up kept every decision. ``--perf network`` runs it
   under the network performance model, built as ``rackwise simulate --perf
   network`` builds it (default: ``ideal``, the trace-speed model).
-* ``linearity``: ``speed`` on the first ``--first-n`` jobs (default 2,000)
-  and on ten copies of them arriving one after another (the same arrival
-  rate, so the same load); the CPU time's ratio is the cost of 10x the jobs
-  (target: at most 12x), of the least of ``--repeat`` runs of each, with
+* ``linearity``: ``speed`` on the first ``--first-n`` jobs (default 2,000;
+  ``--base-copies`` copies of them) and on ten times as many copies
+  arriving one after another (the same arrival rate, so the same load);
+  the CPU time's ratio is the cost of 10x the jobs (target: at most 12x),
+  of the least of ``--repeat`` runs of each, with
   each run's steps and mean running jobs (``mean_running``, after a step,
   averaged over steps). A prefix of the trace ten times as long would mix
   in the trace's busier months, whose longer queues cost more per job.
@@ -212,23 +213,26 @@ def in_fresh_process(fn: str, args: tuple, limit_s: float) -> dict[str, object]:
 
 
 def linearity(policy: str, trace: str, n_small: int, limit_s: float,
-              start_s: float | None = None, repeat: int = 1) -> dict[str, object]:
-    """CPU time on ``n_small`` jobs and on ten copies of them in a row, and their ratio.
+              start_s: float | None = None, repeat: int = 1, base_copies: int = 1) -> dict[str, object]:
+    """CPU time on ``base_copies`` copies of ``n_small`` jobs and on ten times as many, and their ratio.
 
     The copies hold the offered load, so the ratio measures cost per job only
     where the window's load is below the cluster's capacity (else each copy
-    inherits the last one's queue): ``start_s`` picks such a window. Each is
+    inherits the last one's queue): ``start_s`` picks such a window. More
+    than one base copy measures from a run past its warm-up (a policy that
+    learns from finished jobs keeps bounded histories, which a short run
+    has not filled). Each is
     run ``repeat`` times, in turn, and the ratio is of the least times: the
     small run takes a fraction of a second, where the machine's jitter alone
     moves the ratio by more than the target's margin.
     """
     smalls, larges = [], []
     for _ in range(repeat):
-        smalls.append(in_fresh_process("speed", (policy, trace, n_small, 1, start_s), limit_s))
-        larges.append(in_fresh_process("speed", (policy, trace, n_small, 10, start_s), limit_s))
+        smalls.append(in_fresh_process("speed", (policy, trace, n_small, base_copies, start_s), limit_s))
+        larges.append(in_fresh_process("speed", (policy, trace, n_small, 10 * base_copies, start_s), limit_s))
     small, large = _least(smalls), _least(larges)
     row: dict[str, object] = {
-        "figure": "linearity", "policy": policy, "trace": trace, "start_s": start_s,
+        "figure": "linearity", "policy": policy, "trace": trace, "start_s": start_s, "base_copies": base_copies,
         "n_small": small.get("n_jobs"), "cpu_s_small": small.get("cpu_s"),
         "n_large": large.get("n_jobs"), "cpu_s_large": large.get("cpu_s"),
         "cpu_s_small_runs": [run.get("cpu_s") for run in smalls],
@@ -294,6 +298,8 @@ def main() -> None:
                         help="decision: about this many running jobs (0: the trace's first jobs in order)")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--first-n", type=int, default=None, help="speed: only the trace's first N jobs")
+    parser.add_argument("--base-copies", type=int, default=1,
+                        help="linearity: this many copies of the jobs against ten times as many")
     parser.add_argument("--start-s", type=float, default=None,
                         help="speed, linearity: the jobs from this submit time on")
     parser.add_argument("--perf", choices=sorted(PERF_MODELS), default="ideal",
@@ -317,7 +323,8 @@ def main() -> None:
             rows = [network_ratio(policy, trace, args.first_n, args.start_s, args.limit_s)
                     for trace in args.traces.split(",")]
         elif args.figure == "linearity":
-            rows = [linearity(policy, trace, args.first_n or 2_000, args.limit_s, args.start_s, args.repeat)
+            rows = [linearity(policy, trace, args.first_n or 2_000, args.limit_s, args.start_s, args.repeat,
+                              args.base_copies)
                     for trace in args.traces.split(",")]
         else:
             row = in_fresh_process("decision", (policy, args.pending, args.nodes, args.busy_frac,

@@ -142,3 +142,12 @@ def test_linearity_gives_no_ratio_when_a_repeat_fails_or_differs(bench: ModuleTy
     row = bench.linearity("fifo", "philly_2017", 10, 60.0, repeat=2)
     assert "cpu_ratio" not in row
     assert says in str(row.get("skipped") or row.get("error"))
+
+
+def test_linearity_from_several_base_copies_runs_ten_times_as_many(bench: ModuleType,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = _scripted_runs(bench, monkeypatch, [{"cpu_s": 1.0, "records_sha256": "a"},
+                                                {"cpu_s": 11.0, "records_sha256": "b"}])
+    row = bench.linearity("asrpt", "itp_2021", 2_000, 60.0, start_s=101_017.0, base_copies=5)
+    assert [args[3:] for args in asked] == [(2_000, 5, 101_017.0), (2_000, 50, 101_017.0)]
+    assert (row["base_copies"], row["cpu_ratio"]) == (5, 11.0)
