@@ -13,10 +13,10 @@ Each figure is measured in fresh processes (so max RSS belongs to one run):
   ``--base-copies`` copies of them) and on ten times as many copies
   arriving one after another (the same arrival rate, so the same load);
   the CPU time's ratio is the cost of 10x the jobs (target: at most 12x),
-  of the least of ``--repeat`` runs of each, with
-  each run's steps and mean running jobs (``mean_running``, after a step,
-  averaged over steps). A prefix of the trace ten times as long would mix
-  in the trace's busier months, whose longer queues cost more per job.
+  of the least of ``--repeat`` runs of each, with each run's steps and
+  mean running jobs (``mean_running``, after a step, averaged over steps).
+  A prefix of the trace ten times as long would mix in the trace's busier
+  months, whose longer queues cost more per job.
 * ``network-ratio``: ``speed`` under both models, and the network model's
   CPU time over the ideal one's, with each run's steps and mean queue
   (``mean_pending``, jobs waiting after a step, averaged over steps).
@@ -221,10 +221,10 @@ def linearity(policy: str, trace: str, n_small: int, limit_s: float,
     inherits the last one's queue): ``start_s`` picks such a window. More
     than one base copy measures from a run past its warm-up (a policy that
     learns from finished jobs keeps bounded histories, which a short run
-    has not filled). Each is
-    run ``repeat`` times, in turn, and the ratio is of the least times: the
-    small run takes a fraction of a second, where the machine's jitter alone
-    moves the ratio by more than the target's margin.
+    has not filled). Each is run ``repeat`` times, in turn, and the ratio
+    is of the least times: the small run takes a fraction of a second,
+    where the machine's jitter alone moves the ratio by more than the
+    target's margin.
     """
     smalls, larges = [], []
     for _ in range(repeat):
