@@ -231,6 +231,10 @@ class PredictedSrpt:
         # change log; built again when it cannot be mended.
         self._queue = RankedQueue()
         self._queue_stale = True
+        # Rank "vm" with preemption: the running jobs' keys in the machine's order, smallest
+        # first, mended like the queue (the machine re-keys only the jobs it serves or re-sizes).
+        self._running_keys: list[Key] = []
+        self._running_key_of: dict[str, Key] = {}
         self._prediction_log: list[PredictionRecord] = []
         self._placement_log: list[PlacementRecord] = []
 
@@ -369,7 +373,10 @@ class PredictedSrpt:
         self._check_overruns(view, now, restated)
         gated = params.gate != "arrival"
         if not gated:
-            self._mend_queue(view, arrived, restated)
+            moved = vm.keys_changed() if params.rank == "vm" else []
+            self._mend_queue(view, arrived, restated, moved)
+            if params.preempt and params.rank == "vm":
+                self._mend_running_keys(view.running, restated, moved)
 
         if not view.pending:
             return Decisions()
@@ -387,7 +394,7 @@ class PredictedSrpt:
             if params.preempt and params.rank == "vm":
                 desired, waiting = self._desired_in_vm_order(view)
                 starts, preempted = self._preempt_to_vm_order(view, desired, waiting,
-                                                              partial(self._running_lowest_first, view.running),
+                                                              partial(self._running_last_first, view.running),
                                                               free, now)
             elif params.preempt:
                 best = self._queue.best_key()
@@ -446,21 +453,27 @@ class PredictedSrpt:
                     break
         return desired, waiting
 
-    def _running_lowest_first(self, running: Mapping[str, JobState]) -> list[tuple[Key, JobState]]:
-        """The running jobs, the virtual machine's last first.
+    def _running_last_first(self, running: Mapping[str, JobState]) -> list[tuple[Key, JobState]]:
+        """The running jobs, the virtual machine's last first (its kept keys, read backwards)."""
+        return [(key, running[cast(str, key[3])]) for key in reversed(self._running_keys)]
 
-        A walk of the machine's order, unless waiting jobs far outnumber
-        running ones: then sorting the running ones by key reads fewer.
-        """
-        vm = self._vm
-        order = vm.order()
-        if len(order) > 4 * len(running):
-            # A list, not a generator, and the machine's method called on it, not kept bound:
-            # the compiled build then calls it directly.
-            keyed = [(vm.order_key(job_id), state) for job_id, state in running.items()]
-            keyed.sort(key=itemgetter(0), reverse=True)
-            return keyed
-        return [(key, state) for key in reversed(order) if (state := running.get(key[3])) is not None]
+    def _mend_running_keys(self, running: Mapping[str, JobState], restated: list[str] | None,
+                           moved: list[str]) -> None:
+        """Bring the running jobs' kept keys to this decision: the jobs that started or stopped
+        since the last one, and those the machine gave a new key; built again where the view
+        keeps no change log or the mended keys would not be every running job's."""
+        keys, key_of, vm = self._running_keys, self._running_key_of, self._vm
+        if restated is not None:
+            for job_id in chain(restated, moved):
+                old = key_of.pop(job_id, None)
+                if old is not None:
+                    del keys[bisect_left(keys, old)]
+                if job_id in running:
+                    key = key_of[job_id] = vm.order_key(job_id)
+                    insort(keys, key)
+        if restated is None or len(key_of) != len(running):
+            self._running_key_of = key_of = {job_id: vm.order_key(job_id) for job_id in running}
+            self._running_keys = sorted(key_of.values())
 
     def _graph(self, job: Job) -> JobGraph:
         kind = graph_kind(job)  # one graph per kind of job, not per job
@@ -469,10 +482,11 @@ class PredictedSrpt:
             graph = self._graphs[kind] = build_job_graph(job)
         return graph
 
-    def _mend_queue(self, view: ClusterView, arrived: list[str], restated: list[str] | None) -> None:
+    def _mend_queue(self, view: ClusterView, arrived: list[str], restated: list[str] | None,
+                    moved: list[str]) -> None:
         """Bring the waiting queue to this decision: the jobs that arrived, started or stopped
-        since the last one, and new keys for those whose key changed (rank "vm": the jobs the
-        virtual machine served or re-sized; else the jobs of each class whose distribution changed).
+        since the last one, and new keys for those whose key changed (rank "vm": ``moved``, the
+        jobs the virtual machine re-keyed; else the jobs of each class whose distribution changed).
 
         Built again from every waiting job where the view keeps no change log
         (a live cluster's snapshot), the keys went stale (new predictions), or
@@ -480,7 +494,6 @@ class PredictedSrpt:
         """
         queue, pending, ranks = self._queue, view.pending, self._ranks
         by_vm = self._params.rank == "vm"
-        moved = self._vm.keys_changed() if by_vm else []
         back: dict[str, JobState] = {}
         if restated is not None and not self._queue_stale:
             for job_id in chain(arrived, restated, moved):
