@@ -455,7 +455,7 @@ class PredictedSrpt:
 
     def _running_last_first(self, running: Mapping[str, JobState]) -> list[tuple[Key, JobState]]:
         """The running jobs, the virtual machine's last first (its kept keys, read backwards)."""
-        return [(key, running[cast(str, key[3])]) for key in reversed(self._running_keys)]
+        return [(key, running[key[3]]) for key in reversed(self._running_keys)]
 
     def _mend_running_keys(self, running: Mapping[str, JobState], restated: list[str] | None,
                            moved: list[str]) -> None:
