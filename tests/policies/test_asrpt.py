@@ -395,8 +395,9 @@ def test_the_greedy_prefix_is_the_plain_merge_of_both_lists(
     ("asrpt", {"strict_order": True}), ("asrpt", {"rank": "vm"}), ("asrpt-oracle", {}), ("combined", {})])
 def test_the_kept_waiting_queue_decides_as_one_built_afresh_at_every_decision(
         monkeypatch: pytest.MonkeyPatch, policy: str, params: dict[str, object]) -> None:
-    """Mended from the change log between decisions, the queue gives the records of a queue built
-    from every waiting job at every decision (as when the view keeps no log)."""
+    """Mended from the change log between decisions, the queue (and, rank "vm", the running jobs'
+    keys) gives the records of one built from every job at every decision (as when the view keeps
+    no log)."""
     from rackwise import traces
     from rackwise.engine.view import ClusterView
     from rackwise.policies.parts import predicted_srpt
