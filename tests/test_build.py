@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import os
+from collections.abc import Iterator
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -35,3 +36,21 @@ def test_the_listed_modules_are_compiled_exactly_when_the_build_says_so() -> Non
         assert spec is not None and spec.origin is not None, name
         assert (not spec.origin.endswith(".py")) == expected, f"{name}: {spec.origin}"
     assert rackwise.is_compiled() == expected
+
+
+def test_a_search_that_reads_the_head_of_its_victims_reads_no_further_in_either_build() -> None:
+    # The compiled build would make a generator expression a whole list: A-SRPT's preemption
+    # pass reads its victims through a generator function, which both builds run lazily.
+    from rackwise.policies.parts.predicted_srpt import _remaining_outside
+    from rackwise.workload.job import Job
+    from rackwise.workload.state import JobState
+
+    kept, victim = JobState(Job("kept", 0.0, 1, 1.0)), JobState(Job("a", 0.0, 1, 1.0))
+
+    def entries() -> Iterator[tuple[tuple[float, float, int, str], JobState]]:
+        yield (5.0, 0.0, 0, "kept"), kept
+        yield (4.0, 0.0, 1, "a"), victim
+        raise AssertionError("read past the first victim")
+
+    victims = _remaining_outside(entries(), {"kept"})
+    assert next(victims) == (4.0, victim)

@@ -453,9 +453,10 @@ class PredictedSrpt:
                     break
         return desired, waiting
 
-    def _running_last_first(self, running: Mapping[str, JobState]) -> list[tuple[Key, JobState]]:
+    def _running_last_first(self, running: Mapping[str, JobState]) -> Iterator[tuple[Key, JobState]]:
         """The running jobs, the virtual machine's last first (its kept keys, read backwards)."""
-        return [(key, running[key[3]]) for key in reversed(self._running_keys)]
+        for key in reversed(self._running_keys):
+            yield key, running[key[3]]
 
     def _mend_running_keys(self, running: Mapping[str, JobState], restated: list[str] | None,
                            moved: list[str]) -> None:
@@ -755,21 +756,29 @@ class PredictedSrpt:
         ``min_run_s``, and ranks clearly lower (``epsilon``).
         """
         epsilon, min_run_s = self._params.epsilon, self._params.min_run_s
-        victims: list[tuple[float, JobState]] | None = None  # built when first needed
+        # The victims read so far, and the rest to read: a pass usually reads only the head.
+        victims: list[tuple[float, JobState]] = []
+        unread: Iterator[tuple[float, JobState]] | None = None
         starts: list[Start] = []
         preempted: list[str] = []
         for key, state in waiting:
             if self._try_start(view, state, free, starts, now):
                 continue
-            if victims is None:
+            if unread is None:
                 entries: list[Any] = desired  # see `_STATE`
                 desired_ids = {entry[0][3] for entry in entries}
-                victims = [(k[0], s) for k, s in lowest_first() if k[3] not in desired_ids]
+                unread = _remaining_outside(lowest_first(), desired_ids)
             bar = key[0] / (1.0 - epsilon) if epsilon < 1 else math.inf
             given: list[JobState] = []
             placed = False
             read = 0
-            for remaining_s, victim in victims:
+            while True:
+                if read == len(victims):
+                    more = next(unread, None)
+                    if more is None:
+                        break
+                    victims.append(more)
+                remaining_s, victim = victims[read]
                 if not remaining_s > bar:
                     break  # victims come by falling remaining time: none further clears the bar
                 read += 1
@@ -818,6 +827,18 @@ class PredictedSrpt:
         if wake == math.inf:
             return None
         return wake if wake > now else math.nextafter(now, math.inf)
+
+
+def _remaining_outside(entries: Iterable[tuple[Key, JobState]],
+                       kept: set[str]) -> Iterator[tuple[float, JobState]]:
+    """``entries`` whose jobs are not in ``kept``, as (remaining time, state), read lazily.
+
+    A generator function, not a generator expression: the compiled build
+    makes a generator expression a whole list.
+    """
+    for key, state in entries:
+        if key[3] not in kept:
+            yield key[0], state
 
 
 def _fitting_in_key_order(queue: RankedQueue, pending: Mapping[str, JobState], free: TentativeAllocation,
