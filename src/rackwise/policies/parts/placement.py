@@ -8,7 +8,7 @@ fit now"; the caller decides whether to wait.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -91,8 +91,18 @@ def first_fit(free: FreeGpus, n_gpus: int, rng: np.random.Generator) -> tuple[in
     """The lowest-numbered free GPUs, in node order, wherever they are."""
     if n_gpus > free.n_free:
         return None
-    nodes = (n for n in range(free.topology.n_nodes) if free.free_in_node(n) > 0)
-    return gpus_from(free, nodes, n_gpus)
+    return gpus_from(free, _nodes_with_free_gpus(free), n_gpus)
+
+
+def _nodes_with_free_gpus(free: FreeGpus) -> Iterator[int]:
+    """The nodes with a free GPU, lowest id first, read lazily.
+
+    A generator function, not a generator expression: the compiled build
+    makes a generator expression a whole list.
+    """
+    for node in range(free.topology.n_nodes):
+        if free.free_in_node(node) > 0:
+            yield node
 
 
 def best_fit(free: FreeGpus, n_gpus: int, rng: np.random.Generator) -> tuple[int, ...] | None:
