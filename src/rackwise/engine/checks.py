@@ -20,6 +20,7 @@ from rackwise.cluster.allocation import SLICED, SLICES_PER_GPU, slices_of
 from rackwise.engine.contract import Decisions, Start
 from rackwise.engine.view import ClusterView
 from rackwise.errors import InvalidDecisionError
+from rackwise.workload.state import state_of
 
 ONLY_IN_SIMULATION = "runs only in the simulator (a real cluster gives a GPU to one job at a time)"
 
@@ -75,7 +76,7 @@ class _Replay:
     def partner_of(self, job_id: str) -> str | None:
         if job_id in self.partner:
             return self.partner[job_id]
-        state = self.view.running.get(job_id)
+        state = state_of(self.view.running, job_id)
         return state.partner if state is not None else None
 
     def room_on(self, gpu: int) -> int | None:
@@ -202,7 +203,7 @@ def _plain_starts_fit(view: ClusterView, starts: tuple[Start, ...]) -> bool:
     started: set[str] = set()
     for start in starts:
         job_id, gpu_ids = start.job_id, start.gpu_ids
-        state = pending.get(job_id)
+        state = state_of(pending, job_id)
         if state is None or start.beside is not None or start.copies != 1:
             return False
         job = state.job

@@ -60,6 +60,7 @@ from rackwise.perf.running_index import RunningIndex
 from rackwise.perf.throughput import ThroughputTable, default_table
 from rackwise.perf.views import Weights
 from rackwise.workload.job import FIELD_INDEX, Job, build_job, field_values
+from rackwise.workload.state import state_of
 
 if TYPE_CHECKING:
     from rackwise.workload.state import JobState
@@ -209,7 +210,7 @@ class NetworkPerf:
         placed_jobs = self._placed
         for job_id in changed:
             old = placed_jobs.get(job_id)
-            state = running.get(job_id)
+            state = state_of(running, job_id)
             if old is not None and (state is None or state.gpu_ids != old.gpu_ids):
                 self.index_.remove(old, affected)
                 touched.append(old)

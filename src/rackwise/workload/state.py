@@ -11,6 +11,7 @@ through the view and must not change them.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum
 
 from mypy_extensions import mypyc_attr
@@ -172,3 +173,13 @@ class JobState:
     def __repr__(self) -> str:
         return (f"JobState({self.job_id!r}, {self.status.value}, gpus={len(self.gpu_ids)}, "
                 f"iters={self.iters_done:.6g}/{self.job.total_iters:.6g})")
+
+
+def state_of(states: Mapping[str, JobState], job_id: str) -> JobState | None:
+    """``states.get(job_id)``, through the mapping's own slots.
+
+    Compiled, ``get`` on a `Mapping` is a method looked up by name at every
+    call, and a view's read-only proxy looks it up again on the dict it
+    wraps; ``in`` and ``[]`` go straight to the dict.
+    """
+    return states[job_id] if job_id in states else None  # noqa: SIM401 (the point)

@@ -33,7 +33,7 @@ from rackwise.policies.parts.hadar_planning import JobTypes
 from rackwise.policies.parts.heterogeneity import TypeMask, TypeThroughputs, nodes_by_type
 from rackwise.policies.parts.locality import L2, SigmaEstimator, best_placement, main_gpu_type, target_level
 from rackwise.workload.job import Job
-from rackwise.workload.state import JobState
+from rackwise.workload.state import JobState, state_of
 
 Timers = tuple[float, float]  # seconds at L0 (one node), then at L1 (one rack)
 
@@ -149,7 +149,7 @@ class DelayTypePlacement:
 
         ``ideal``: the job is being sized on the virtual machine, so its best case is asked for.
         """
-        state = view.pending.get(job.job_id) or JobState(job)
+        state = state_of(view.pending, job.job_id) or JobState(job)
         n_gpus = job.n_gpus
         if ideal:
             level, waited_s = L2, math.inf

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Set
 from mypy_extensions import mypyc_attr
 
 from rackwise.engine.view import ClusterView
-from rackwise.workload.state import JobState
+from rackwise.workload.state import JobState, state_of
 
 Instants = Callable[[ClusterView, JobState], Iterable[float]]
 _NONE = (-1, 0.0)  # no stay
@@ -60,7 +60,7 @@ class DelayWakes:
         entered: Iterable[str] = pending.keys() if named is None else [*self._arrived, *named]
         self._arrived.clear()
         for job_id in entered:
-            state = pending.get(job_id)
+            state = state_of(pending, job_id)
             if state is None or job_id in started:
                 continue
             if named is None and (known := self._stay.get(job_id)) is not None and known[1] == state.queued_since:

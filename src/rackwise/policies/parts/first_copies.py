@@ -24,7 +24,7 @@ from mypy_extensions import mypyc_attr
 from rackwise.cluster.allocation import Allocation
 from rackwise.cluster.topology import Topology
 from rackwise.engine.view import ClusterView
-from rackwise.workload.state import JobState
+from rackwise.workload.state import JobState, state_of
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -130,7 +130,7 @@ class FirstCopiesView:
         gone: list[str] = []
         renewed: list[tuple[str, _Shown]] = []
         for job_id in sorted(redo):  # sorted: the same order in any process
-            state = running.get(job_id)
+            state = state_of(running, job_id)
             known = jobs.get(job_id)
             if state is None:
                 if known is not None:

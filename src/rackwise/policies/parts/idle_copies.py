@@ -34,7 +34,7 @@ from rackwise.policies.parts.fork_parameters import ForkParameters
 from rackwise.policies.parts.forking import Forkable, Tiers, add_copies, widest_of_type
 from rackwise.policies.parts.hadar_planning import Layout
 from rackwise.policies.parts.primal_dual import PriceBook
-from rackwise.workload.state import JobState, Status
+from rackwise.workload.state import JobState, Status, state_of
 
 Blocks = list[tuple[int, ...]]  # GPU ids of each copy, the first copy first
 
@@ -161,7 +161,7 @@ class IdleCopies:
             self._next_sync = (math.floor(now / self._sync_s) + 1) * self._sync_s
         candidates = [job_id for job_id in blocks if at_sync or job_id in started]
         if free.n_free and candidates:
-            states = {job_id: running.get(job_id) or view.pending[job_id] for job_id in candidates}
+            states = {job_id: state_of(running, job_id) or view.pending[job_id] for job_id in candidates}
             grown = self._fork(free, blocks, order(candidates), states, tiers, now)
             changed.update(job_id for job_id in grown if job_id not in started)
         else:

@@ -20,6 +20,7 @@ from rackwise.engine.view import ClusterView
 from rackwise.policies.base import Decisions
 from rackwise.policies.parts.ordering import JobPlacement, RankedQueue, insertion_point, preempt_ranked
 from rackwise.workload.job import Job
+from rackwise.workload.state import state_of
 
 Key = tuple[int, int, int, str]  # (queue, pending?, order of entry, job id): lower runs first
 
@@ -136,7 +137,7 @@ class LasQueues:
 
     # ------------------------------------------------------------- run state
     def _enter(self, view: ClusterView, job_id: str, queue: int, now: float) -> None:
-        state = view.running.get(job_id)
+        state = state_of(view.running, job_id)
         key = self._key(queue, self.next_seq, job_id, running=state is not None)
         self.next_seq += 1
         self.queue_of[job_id] = queue

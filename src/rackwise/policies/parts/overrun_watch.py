@@ -26,7 +26,7 @@ from operator import attrgetter
 
 from mypy_extensions import mypyc_attr
 
-from rackwise.workload.state import JobState
+from rackwise.workload.state import JobState, state_of
 
 _VERSION = attrgetter("version")
 _ITERS_SLACK = 1e-9  # of the prediction: far above the rounding of the progress arithmetic
@@ -84,7 +84,7 @@ class OverrunWatch:
             # The comparison below stays sound: versions only grow, so a state it
             # last saw before these changes still differs from the current one.
             for job_id in restated:
-                state = running.get(job_id)
+                state = state_of(running, job_id)
                 if state is not None:
                     self._watch(job_id, state, state.version, estimates[job_id])
         else:
@@ -96,7 +96,7 @@ class OverrunWatch:
                     self._watch(job_id, state, version, estimates[job_id])
                 self._seen, self._states, self._versions = seen, states, versions
         for job_id in self._changed:
-            changed = running.get(job_id)
+            changed = state_of(running, job_id)
             if changed is not None:
                 self._watch(job_id, changed, changed.version, estimates[job_id])
         self._changed.clear()
@@ -105,7 +105,7 @@ class OverrunWatch:
         while due and due[0][0] <= now:
             entry = heapq.heappop(due)
             _, _, job_id, state, version, estimate = entry
-            if running.get(job_id) is not state or state.version != version or estimates[job_id] != estimate:
+            if state_of(running, job_id) is not state or state.version != version or estimates[job_id] != estimate:
                 continue  # outdated: the change that outdated it pushed a new entry
             if is_overrun(state, estimate, now):
                 out.append(state)  # its prediction grows, and `estimate_changed` watches it anew

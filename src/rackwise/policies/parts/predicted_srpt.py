@@ -56,7 +56,7 @@ from rackwise.policies.parts.predictor import (
 from rackwise.policies.parts.size_distribution import RankLine, SizeDistribution
 from rackwise.policies.parts.virtual_machine import VirtualMachine
 from rackwise.workload.job import Job
-from rackwise.workload.state import JobState, Status
+from rackwise.workload.state import JobState, Status, state_of
 
 # A priority, smallest first, and the job's id: the virtual machine's key
 # (`VirtualMachine.order`, whose third field is unique) or a size
@@ -424,7 +424,7 @@ class PredictedSrpt:
         for key in self._vm.order():
             if key[0] > 0.0:
                 break  # the first job in service ends the overdue ones
-            state = pending.get(key[3])
+            state = state_of(pending, key[3])
             if state is not None:
                 yield key, state
 
@@ -438,9 +438,9 @@ class PredictedSrpt:
         waiting: list[tuple[Key, JobState]] = []
         running, pending, room = view.running, view.pending, self._capacity_gpus
         for key in self._vm.order():
-            state = running.get(key[3])
+            state = state_of(running, key[3])
             if state is None:
-                state = pending.get(key[3])
+                state = state_of(pending, key[3])
                 if state is None:
                     continue
                 if state.job.n_gpus <= room:
@@ -500,7 +500,7 @@ class PredictedSrpt:
             for job_id in chain(arrived, restated, moved):
                 if job_id in queue:
                     self._unqueue(job_id)
-                state = pending.get(job_id)
+                state = state_of(pending, job_id)
                 if state is not None:
                     back[job_id] = state
         if restated is None or self._queue_stale or len(queue) + len(back) != len(pending):
@@ -720,7 +720,7 @@ class PredictedSrpt:
         if self._now_view is None:
             return 0.0
         now, view = self._now_view
-        state = view.running.get(job_id) or view.pending.get(job_id)
+        state = state_of(view.running, job_id) or state_of(view.pending, job_id)
         rank = self._ranks.get(job_id)
         return 0.0 if state is None else state.iters_at(now) * (0.0 if rank is None else rank.unit)
 
