@@ -20,6 +20,10 @@ Each figure is measured in fresh processes (so max RSS belongs to one run):
 * ``network-ratio``: ``speed`` under both models, and the network model's
   CPU time over the ideal one's, with each run's steps and mean queue
   (``mean_pending``, jobs waiting after a step, averaged over steps).
+* ``process``: the whole ``rackwise simulate --trace T --policy P`` command
+  (the ``rackwise`` beside this Python), ``--repeat`` times in turn: wall
+  and CPU seconds of each, from start to exit (imports, reading the trace,
+  the simulation, the summary and the results written).
 * ``decision``: one ``schedule(view, now)`` call on a built state of
   10,000 GPUs (1,250 nodes of 8, 16 per rack) with ``--pending`` jobs waiting
   and ~90% of the GPUs busy with about ``--running`` jobs (default 2,000; 0:
@@ -36,7 +40,8 @@ the network model in under twice that run's time; one decision (the median
 of ``--repeat``) in under 50 ms for the queue and delay-scheduling policies
 (fifo, fifo-backfill, sjf, srtf, tiresias, dally, consolidate-strict,
 philly-relax) and 1 s for the rest; ten times the jobs in at most twelve
-times the CPU time.
+times the CPU time; the whole FIFO process on philly_2017 (its median wall
+time) in under 2 s.
 
     python benchmarks/bench_policies.py decision
     python benchmarks/bench_policies.py decision --policies asrpt -p predictor=forest -p rank=vm
@@ -45,6 +50,7 @@ times the CPU time.
     python benchmarks/bench_policies.py speed --policies tiresias --traces philly_2017 --perf network
     python benchmarks/bench_policies.py network-ratio --policies fifo,sjf --traces itp_2021
     python benchmarks/bench_policies.py linearity --traces philly_2017 --first-n 2000
+    python benchmarks/bench_policies.py process --policies fifo --traces philly_2017 --repeat 5
 """
 
 from __future__ import annotations
@@ -55,6 +61,10 @@ import hashlib
 import json
 import multiprocessing
 import resource
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -76,6 +86,7 @@ FAST_DECISION_MS = 50.0
 FAST_POLICIES = frozenset({"fifo", "fifo-backfill", "sjf", "srtf", "tiresias", "dally", "consolidate-strict",
                            "philly-relax"})
 TEN_TIMES_THE_JOBS = 12.0
+WHOLE_PROCESS_S = 2.0
 
 
 def with_target(row: dict[str, object], *, full_trace: bool = True) -> dict[str, object]:
@@ -96,6 +107,8 @@ def with_target(row: dict[str, object], *, full_trace: bool = True) -> dict[str,
         target = FAST_DECISION_MS if policy in FAST_POLICIES else DECISION_MS
     elif figure == "linearity":
         measured, target = row.get("cpu_ratio"), TEN_TIMES_THE_JOBS
+    elif figure == "process" and (policy, row.get("trace")) == ("fifo", "philly_2017"):
+        measured, target = row.get("wall_s_median"), WHOLE_PROCESS_S
     if target is None:
         return row
     meets = isinstance(measured, (int, float)) and measured < target
@@ -212,6 +225,26 @@ def in_fresh_process(fn: str, args: tuple, limit_s: float) -> dict[str, object]:
     return queue.get() if not queue.empty() else {"error": f"exit code {process.exitcode}"}
 
 
+def process(policy: str, trace: str, repeat: int) -> dict[str, object]:
+    """The whole ``rackwise simulate`` command, run ``repeat`` times in turn: wall and CPU seconds of each."""
+    command = Path(sys.executable).with_name("rackwise")
+    row: dict[str, object] = {"figure": "process", "policy": policy, "trace": trace}
+    walls, cpus = [], []
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory() as out:
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            started = time.perf_counter()
+            done = subprocess.run([str(command), "simulate", "--trace", trace, "--policy", policy, "--out", out],
+                                  capture_output=True, text=True)
+            walls.append(round(time.perf_counter() - started, 3))
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if done.returncode:
+            return {**row, "error": (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]}
+        cpus.append(round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 3))
+    return {**row, "wall_s_median": statistics.median(walls), "wall_s_best": min(walls),
+            "cpu_s_median": statistics.median(cpus), "wall_s_runs": walls, "cpu_s_runs": cpus}
+
+
 def linearity(policy: str, trace: str, n_small: int, limit_s: float,
               start_s: float | None = None, repeat: int = 1, base_copies: int = 1) -> dict[str, object]:
     """CPU time on ``base_copies`` copies of ``n_small`` jobs and on ten times as many, and their ratio.
@@ -287,7 +320,7 @@ def main() -> None:
     from rackwise.run import PERF_MODELS
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("figure", choices=("speed", "network-ratio", "decision", "linearity"))
+    parser.add_argument("figure", choices=("speed", "network-ratio", "decision", "linearity", "process"))
     parser.add_argument("--policies", default=",".join(sorted(POLICIES)))
     parser.add_argument("--traces", default="philly_2017,itp_2021")
     parser.add_argument("--limit-s", type=float, default=300.0)
@@ -322,6 +355,8 @@ def main() -> None:
         elif args.figure == "network-ratio":
             rows = [network_ratio(policy, trace, args.first_n, args.start_s, args.limit_s)
                     for trace in args.traces.split(",")]
+        elif args.figure == "process":
+            rows = [process(policy, trace, args.repeat) for trace in args.traces.split(",")]
         elif args.figure == "linearity":
             rows = [linearity(policy, trace, args.first_n or 2_000, args.limit_s, args.start_s, args.repeat,
                               args.base_copies)

@@ -86,6 +86,8 @@ def test_the_network_ratio_is_the_network_model_run_over_the_ideal_one() -> None
     ({"figure": "decision", "policy": "tiresias", "decision_ms_median": 51.0}, True, 50.0, False),
     ({"figure": "decision", "policy": "gavel", "decision_ms_median": 51.0}, True, 1_000.0, True),
     ({"figure": "linearity", "cpu_ratio": 12.5}, True, 12.0, False),
+    ({"figure": "process", "policy": "fifo", "trace": "philly_2017", "wall_s_median": 1.99}, True, 2.0, True),
+    ({"figure": "process", "policy": "fifo", "trace": "philly_2017", "error": "exit code 2"}, True, 2.0, False),
 ])
 def test_a_row_is_held_to_its_target(bench: ModuleType, row: dict[str, object], full_trace: bool,
                                      target: float, meets: bool) -> None:
@@ -95,7 +97,9 @@ def test_a_row_is_held_to_its_target(bench: ModuleType, row: dict[str, object], 
 
 @pytest.mark.parametrize(("row", "full_trace"), [({"figure": "speed", "perf": "network", "cpu_s": 1.0}, True),
                                                ({"figure": "speed", "perf": "ideal", "cpu_s": 1.0}, False),
-                                               ({"figure": "network-ratio", "cpu_ratio": 1.0}, False)])
+                                               ({"figure": "network-ratio", "cpu_ratio": 1.0}, False),
+                                               ({"figure": "process", "policy": "sjf", "trace": "philly_2017",
+                                                 "wall_s_median": 1.0}, True)])
 def test_a_row_no_target_speaks_of_carries_none(bench: ModuleType, row: dict[str, object], full_trace: bool) -> None:
     assert "target" not in bench.with_target(row, full_trace=full_trace)
 
@@ -151,3 +155,16 @@ def test_linearity_from_several_base_copies_runs_ten_times_as_many(bench: Module
     row = bench.linearity("asrpt", "itp_2021", 2_000, 60.0, start_s=101_017.0, base_copies=5)
     assert [args[3:] for args in asked] == [(2_000, 5, 101_017.0), (2_000, 50, 101_017.0)]
     assert (row["base_copies"], row["cpu_ratio"]) == (5, 11.0)
+
+
+def test_the_process_figure_times_the_whole_command(bench: ModuleType) -> None:
+    row = bench.process("fifo", "philly_2017", 1)
+    assert (row["figure"], row["policy"], row["trace"]) == ("process", "fifo", "philly_2017")
+    assert row["wall_s_runs"] == [row["wall_s_median"]] and row["wall_s_median"] > 0.1
+    assert row["cpu_s_runs"] == [row["cpu_s_median"]] and row["cpu_s_median"] > 0.1
+
+
+def test_a_process_that_fails_is_reported_with_its_message(bench: ModuleType) -> None:
+    row = bench.process("no-such-policy", "philly_2017", 3)
+    assert "unknown policy 'no-such-policy'" in str(row["error"])
+    assert "wall_s_median" not in row
