@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
 from operator import attrgetter, mul
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,11 @@ from rackwise.metrics.records import JobRecord, Timeline
 
 if TYPE_CHECKING:
     import pandas as pd
+
+
+# The records' figures `summarize` reads as floats, in the order it unpacks them.
+_SUMMED_FIELDS = ("jct_s", "queueing_delay_s", "finish_time", "gpu_s", "comm_s", "comm_extra_s", "lost_s")
+_SUMMED = attrgetter(*_SUMMED_FIELDS)
 
 
 def records_frame(records: Sequence[JobRecord]) -> pd.DataFrame:
@@ -76,13 +82,14 @@ def summarize(records: Sequence[JobRecord], timeline: Timeline, n_gpus: int) -> 
     """The headline figures of a run, as a JSON-ready dict (seconds unless named)."""
     if not records:
         return {"n_jobs": 0}
-    # map(attrgetter) rather than generators: the same values in the same order, read in C.
-    jct = np.fromiter(map(attrgetter("jct_s"), records), float, len(records))
-    queue = np.fromiter(map(attrgetter("queueing_delay_s"), records), float, len(records))
+    # The figures summed here as one float table, read a record at a time: a job's figures lie
+    # together in memory (`metrics.tables._float_columns`).
+    table = np.fromiter(chain.from_iterable(map(_SUMMED, records)), float,
+                        len(records) * len(_SUMMED_FIELDS)).reshape(len(records), len(_SUMMED_FIELDS))
+    jct, queue, finish, gpu_s, comm, comm_extra, lost = table.T
     jct_sorted = np.sort(jct)
     submits = list(map(attrgetter("submit_time"), records))
     submit = min(submits)
-    finish = max(map(attrgetter("finish_time"), records))
     # The timeline as arrays once, for both utilisations.
     time = np.fromiter(timeline.time, float, len(timeline.time))
     busy = np.fromiter(timeline.busy_gpus, float, len(timeline.busy_gpus))
@@ -94,21 +101,20 @@ def summarize(records: Sequence[JobRecord], timeline: Timeline, n_gpus: int) -> 
         "p99_jct_s": percentile(jct_sorted, 99),
         "avg_queueing_s": float(queue.mean()),
         "p99_queueing_s": percentile(np.sort(queue), 99),
-        "makespan_s": float(finish - submit),
+        "makespan_s": float(finish.max() - submit),
         "utilisation": _utilisation(time, busy, n_gpus, None, None),
         # The regime a run is in: how busy the cluster is while jobs still arrive.
         "arrival_utilisation": _utilisation(time, busy, n_gpus, submit, max(submits)),
         "n_preemptions": int(sum(map(attrgetter("n_preemptions"), records))),
-        "gpu_hours": float(sum(map(attrgetter("gpu_s"), records)) / 3600.0),
+        # Sums in Python, record by record, as the figures have always been added up.
+        "gpu_hours": sum(gpu_s.tolist()) / 3600.0,
     }
-    comm = list(map(attrgetter("comm_s"), records))
-    if any(comm):
+    if comm.any():
         gpus = list(map(attrgetter("n_gpus"), records))
-        summary["comm_overhead_gpu_hours"] = float(sum(map(mul, comm, gpus)) / 3600.0)
-        summary["comm_extra_gpu_hours"] = float(
-            sum(map(mul, map(attrgetter("comm_extra_s"), records), gpus)) / 3600.0)
-    if any(map(attrgetter("lost_s"), records)):
-        summary["lost_gpu_hours"] = float(
-            sum(r.lost_s * r.n_gpus for r in records if r.lost_s) / 3600.0)
+        summary["comm_overhead_gpu_hours"] = sum(map(mul, comm.tolist(), gpus)) / 3600.0
+        summary["comm_extra_gpu_hours"] = sum(map(mul, comm_extra.tolist(), gpus)) / 3600.0
+    if lost.any():
+        gpus = list(map(attrgetter("n_gpus"), records))
+        summary["lost_gpu_hours"] = sum(loss * n for loss, n in zip(lost.tolist(), gpus) if loss) / 3600.0
     return summary
 
