@@ -108,6 +108,9 @@ class Simulator:
             raise InputError(f"start latency must be a finite number of seconds >= 0, got "
                              f"{start_latency_s}", field="start_latency_s")
         self.topology = topology
+        # The topology's tables read at every step or start (its properties are Python calls).
+        self._n_gpus = topology.n_gpus
+        self._gpu_node, self._gpu_rack = topology.gpu_node, topology.gpu_rack
         self.start_latency_s = float(start_latency_s)
         self.policy = policy
         self.perf: PerfModel = perf if perf is not None else IdealPerf()
@@ -311,7 +314,7 @@ class Simulator:
         self.n_steps += 1
         timeline = self.timeline
         timeline.time.append(now)
-        timeline.busy_gpus.append(self.topology.n_gpus - self.allocation.n_free)
+        timeline.busy_gpus.append(self._n_gpus - self.allocation.n_free)
         timeline.n_pending.append(len(self.pending))
         timeline.n_running.append(len(self.running))
         for observer in self.observers:
@@ -378,7 +381,7 @@ class Simulator:
             changed.add(start.job_id)
             if start.beside is not None:
                 changed.add(start.beside)
-            if state.job.is_fractional:
+            if state.job.gpu_share < 1.0:  # `is_fractional`, inlined here and below: once per start
                 changed.update(self.allocation.tenants[start.gpu_ids[0]])
         if changed:
             self._update_rates(changed, now)
@@ -400,7 +403,7 @@ class Simulator:
             self.pending.update(kept)
             self._pending_holes = 0
         state.copies = copies
-        if state.job.is_fractional:
+        if state.job.gpu_share < 1.0:
             self.allocation.allocate_slices(state.job_id, gpu_ids[0], slices_of(state.job.gpu_share))
         elif beside is None:
             self.allocation.allocate(state.job_id, gpu_ids)
@@ -416,7 +419,7 @@ class Simulator:
         state.busy_until = runs_at + restore
         if state.first_start is None:
             state.first_start = runs_at
-        state.n_nodes, state.n_racks = self.topology.spread(gpu_ids)
+        state.n_nodes, state.n_racks = _spread(self._gpu_node, self._gpu_rack, gpu_ids)
         self.running[state.job_id] = state
         self._running_log.append(state.job_id)
         self.view.n_starts += 1
@@ -429,7 +432,7 @@ class Simulator:
             if state.first_start is not None and state.first_start > now:
                 state.first_start = None
         partner = state.partner
-        if state.job.is_fractional:  # its GPU's other tenants now run at a new pace
+        if state.job.gpu_share < 1.0:  # its GPU's other tenants now run at a new pace
             gpu = state.gpu_ids[0]
             self.allocation.release_slices(state.job_id, gpu)
             changed.update(self.allocation.tenants.get(gpu, ()))
@@ -550,6 +553,13 @@ class Simulator:
 
     def _has_work(self) -> bool:
         return bool(self.pending or self.running or self._next_arrival < len(self.jobs))
+
+
+def _spread(gpu_node: tuple[int, ...], gpu_rack: tuple[int, ...], gpu_ids: tuple[int, ...]) -> tuple[int, int]:
+    """`Topology.spread` on its tables: (nodes, racks) the GPUs span, natively in the compiled build."""
+    if len(gpu_ids) == 1:
+        return 1, 1
+    return len({gpu_node[g] for g in gpu_ids}), len({gpu_rack[g] for g in gpu_ids})
 
 
 def _record(state: JobState) -> JobRecord:
