@@ -27,7 +27,9 @@ from setuptools import setup
 COMPILED = [
     "src/rackwise/cluster/allocation.py",
     "src/rackwise/engine/checks.py",
+    "src/rackwise/engine/hooks.py",
     "src/rackwise/engine/view.py",
+    "src/rackwise/perf/base.py",
     "src/rackwise/perf/graph_placement.py",
     "src/rackwise/perf/model.py",
     "src/rackwise/perf/placed.py",

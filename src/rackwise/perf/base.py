@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
+from mypy_extensions import mypyc_attr
 
 from rackwise.cluster.topology import Topology
+from rackwise.frozen import pickled_by_constructor
 from rackwise.workload.job import Job
 
 if TYPE_CHECKING:
@@ -74,6 +76,7 @@ class SharedGpus(Protocol):
         ...
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True)
 class IdealPerf:
     """Every job runs at its trace speed on any placement; no interference.
@@ -103,6 +106,9 @@ class IdealPerf:
 
     def restart_overhead_s(self, job: Job) -> float:
         return self.checkpoint_restore_s
+
+    def __reduce__(self) -> tuple[type, tuple[Any, ...]]:
+        return pickled_by_constructor(self)
 
 
 def forked_rate(perf: PerfModel, state: JobState, running: Mapping[str, JobState],
