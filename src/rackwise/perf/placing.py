@@ -10,6 +10,8 @@ job (`JobState.copies`) gets one placement per copy.
 
 from __future__ import annotations
 
+from typing import Final
+
 from mypy_extensions import mypyc_attr
 
 from rackwise.cluster.topology import Topology
@@ -29,6 +31,10 @@ from rackwise.perf.placed import NO_COMM, Placed, comm_pair, is_mixed
 from rackwise.perf.pricing import StepPricing
 from rackwise.workload.job import Job, Parallelism
 from rackwise.workload.state import JobState
+
+# Read once: a member written as `Level.NODE` in a function is looked up on its class at each use.
+_NODE: Final = Level.NODE
+_CLUSTER: Final = Level.CLUSTER
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -78,7 +84,7 @@ class Placing:
                     one_spec, 1, gpu_type, job.gradient_bytes or one_spec.gradient_bytes)
             if compute is not None:
                 # One GPU: nothing to communicate (most jobs of real traces take this path).
-                placed.level, placed.gpu_type = Level.NODE, gpu_type
+                placed.level, placed.gpu_type = _NODE, gpu_type
                 placed.model, placed.ideal_rate = job.model or "", 0.0
                 placed.compute_s = compute
                 placed.dyn_bits = placed.ref_comm_s = placed.static_comm_s = 0.0
@@ -132,7 +138,7 @@ class Placing:
             (steps / n * gradient_bytes * 8.0 / (ref_base * 1e9) if n > 1 else 0.0)
             + steps * ref_latency)
         placed.ref_comm_s = ref
-        placed.crosses = level is Level.CLUSTER and dyn_bits > 0
+        placed.crosses = level is _CLUSTER and dyn_bits > 0
         placed.cross_terms = None
         static = latency
         if dyn_bits > 0 and not placed.crosses:

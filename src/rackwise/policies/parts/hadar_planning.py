@@ -428,9 +428,10 @@ class HadarPlanner:
         moving: list[JobState] = []
         kept: dict[str, JobState] = {}  # running jobs planned in another layout of their shape
         to_start: list[tuple[JobState, Layout]] = []
+        running = Status.RUNNING  # bound once: a member read on its class costs a look-up each time
         for state in active:
             layout = layouts.get(state.job_id)
-            if state.status is Status.RUNNING:
+            if state.status is running:
                 current, current_shape = self._current_layout(gpu_node, state)
                 if layout == current:
                     continue

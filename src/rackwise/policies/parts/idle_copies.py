@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -37,6 +38,8 @@ from rackwise.policies.parts.primal_dual import PriceBook
 from rackwise.workload.state import JobState, Status, state_of
 
 Blocks = list[tuple[int, ...]]  # GPU ids of each copy, the first copy first
+# Read once: `Status.RUNNING` written in a function is looked up on its class at each use.
+_RUNNING: Final = Status.RUNNING
 
 
 def primary_view(view: ClusterView, run_start: Mapping[str, float]) -> ClusterView:
@@ -211,7 +214,7 @@ class IdleCopies:
 
     def _may_spread(self, state: JobState, now: float) -> bool:
         """Whether the job has run long enough for its copies to span nodes."""
-        if self._spread_after_s is None or state.status is not Status.RUNNING:
+        if self._spread_after_s is None or state.status is not _RUNNING:
             return False
         return now - self._run_start.get(state.job_id, state.run_start) >= self._spread_after_s
 
