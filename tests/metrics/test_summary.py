@@ -1,8 +1,6 @@
 """The headline figures of a run."""
 
 import dataclasses
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
@@ -38,12 +36,3 @@ def test_timeline_columns_are_the_frames_pandas_would_make_of_the_lists(values: 
     expected = pd.DataFrame(dict.fromkeys(("time", "busy_gpus", "n_pending", "n_running"), values))
     pd.testing.assert_frame_equal(timeline_frame(timeline), expected, check_exact=True)
 
-
-def test_a_summary_imports_no_numpy_ma() -> None:
-    script = ("import sys\n"
-              "from rackwise.metrics.records import JobRecord, Timeline\n"
-              "from rackwise.metrics.summary import summarize\n"
-              f"summarize([JobRecord(**{dataclasses.asdict(RECORD)!r})], {TIMELINE!r}, 8)\n"
-              "print('numpy.ma' in sys.modules)\n")
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "False"

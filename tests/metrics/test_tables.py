@@ -80,14 +80,15 @@ def test_the_timeline_table_reads_back_as_the_timeline_frame(
     pd.testing.assert_frame_equal(got, pd.read_parquet(folder / "frame.parquet"), check_exact=True)
 
 
-def test_a_parquet_run_imports_no_pandas(tmp_path: Path) -> None:
+def test_a_parquet_run_imports_neither_pandas_nor_numpy_ma(tmp_path: Path) -> None:
+    """Nor ``numpy.ma``, which ``np.median`` and ``np.percentile`` import (`metrics.quantiles`)."""
     script = (
         "import sys\n"
         "from rackwise.run import RunConfig, WorkloadConfig, build_simulator, save\n"
         "config = RunConfig(workload=WorkloadConfig(trace='philly_2017', first_n=300))\n"
         "simulator, workload = build_simulator(config)\n"
         f"save(simulator.run(), config, {str(tmp_path / 'out')!r}, workload=workload)\n"
-        "print('pandas' in sys.modules)\n")
+        "print('pandas' in sys.modules, 'numpy.ma' in sys.modules)\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "False"
+    assert done.stdout.strip() == "False False"
     assert (tmp_path / "out" / "jobs.parquet").exists()

@@ -106,7 +106,7 @@ def summarize(records: Sequence[JobRecord], timeline: Timeline, n_gpus: int) -> 
         # The regime a run is in: how busy the cluster is while jobs still arrive.
         "arrival_utilisation": _utilisation(time, busy, n_gpus, submit, max(submits)),
         "n_preemptions": int(sum(map(attrgetter("n_preemptions"), records))),
-        # Sums in Python, record by record, as the figures have always been added up.
+        # Sums in Python, one record after another: numpy's pairwise sum rounds otherwise.
         "gpu_hours": sum(gpu_s.tolist()) / 3600.0,
     }
     if comm.any():
@@ -117,4 +117,3 @@ def summarize(records: Sequence[JobRecord], timeline: Timeline, n_gpus: int) -> 
         gpus = list(map(attrgetter("n_gpus"), records))
         summary["lost_gpu_hours"] = sum(loss * n for loss, n in zip(lost.tolist(), gpus) if loss) / 3600.0
     return summary
-
