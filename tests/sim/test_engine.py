@@ -8,6 +8,8 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rackwise.cluster.topology import Topology, uniform_cluster
 from rackwise.errors import InputError, InvalidDecisionError
@@ -20,6 +22,7 @@ from rackwise.sim import engine
 from rackwise.sim.engine import SimulationStuckError, Simulator, simulate
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState
+from strategies import topologies
 
 
 @dataclass(kw_only=True)
@@ -464,3 +467,11 @@ def test_what_a_snapshot_reads_of_a_running_simulation() -> None:
 
     Simulator(uniform_cluster(2, 4, 2), jobs, make_policy("gavel"), seed=0, observers=[look]).run()
     assert seen, "the run should reach a moment with two jobs done and some running"
+
+
+@given(st.data())
+def test_the_engine_counts_a_placements_spread_as_the_topology_does(data: st.DataObject) -> None:
+    """The engine's own copy of `Topology.spread` (compiled, where the topology's is Python)."""
+    topology = data.draw(topologies())
+    gpu_ids = tuple(data.draw(st.sets(st.integers(0, topology.n_gpus - 1), min_size=1)))
+    assert engine._spread(topology.gpu_node, topology.gpu_rack, gpu_ids) == topology.spread(gpu_ids)
