@@ -35,4 +35,3 @@ def test_timeline_columns_are_the_frames_pandas_would_make_of_the_lists(values: 
     timeline = Timeline(time=values, busy_gpus=values, n_pending=values, n_running=values)
     expected = pd.DataFrame(dict.fromkeys(("time", "busy_gpus", "n_pending", "n_running"), values))
     pd.testing.assert_frame_equal(timeline_frame(timeline), expected, check_exact=True)
-

@@ -36,12 +36,9 @@ from rackwise.policies.parts.heterogeneity import (
 )
 from rackwise.policies.parts.placement import consolidated
 from rackwise.workload.job import Job
-from rackwise.workload.state import JobState, Status
+from rackwise.workload.state import RUNNING, JobState
 
 logger = logging.getLogger(__name__)
-# Read once: `Status.RUNNING` written in a function is looked up on its class at each use
-# (some 80 ns), and a round reads it for every active job.
-_RUNNING = Status.RUNNING
 
 Objective = Literal["max_min_fairness", "min_makespan", "finish_time_fairness", "max_throughput",
                     "fifo"]
@@ -429,14 +426,14 @@ class Gavel(BasePolicy):
         keep = self._kept(active, chosen, partner, self.rates_.type_of_gpu if len(types) > 1 else None)
         preempt: list[str] = []
         for state in active:
-            if state.status is _RUNNING and state.job_id not in keep:
+            if state.status is RUNNING and state.job_id not in keep:
                 # A pair's GPUs come free once, and not while one of it goes on.
                 if state.partner is None or (state.partner not in keep and state.partner not in preempt):
                     free.give(state.gpu_ids)
                 preempt.append(state.job_id)
         wide = [int(i) for i in np.flatnonzero(~runnable) if i not in chosen] if self.span_types else []
         for index in wide:  # re-placed below, after the jobs of the round
-            if active[index].status is _RUNNING and active[index].job_id not in preempt:
+            if active[index].status is RUNNING and active[index].job_id not in preempt:
                 preempt.append(active[index].job_id)
                 free.give(active[index].gpu_ids)
         starts: list[Start] = []
@@ -465,7 +462,7 @@ class Gavel(BasePolicy):
             starts.append(Start(state.job_id, gpus))
         for index in wide:
             state = active[index]
-            if state.status is _RUNNING and all(free.is_free(g) for g in state.gpu_ids):
+            if state.status is RUNNING and all(free.is_free(g) for g in state.gpu_ids):
                 preempt.remove(state.job_id)  # its GPUs are still free: keep it running
                 free.take(state.gpu_ids)
                 continue
@@ -490,7 +487,7 @@ class Gavel(BasePolicy):
         later: list[JobState] = []
         for index in sorted(chosen):  # in active's order: the first of a new pair is its host
             state, j = active[index], chosen[index]
-            if state.status is not _RUNNING or (
+            if state.status is not RUNNING or (
                     type_of_gpu is not None and any(type_of_gpu[g] != j for g in state.gpu_ids)):
                 continue
             other = partner.get(index)

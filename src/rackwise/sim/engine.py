@@ -33,7 +33,7 @@ from rackwise.perf.base import IdealPerf, PerfModel, forked_rate
 from rackwise.sim.collector import long_lived_objects
 from rackwise.sim.events import NO_PAYLOAD, CompletionKey, Event, EventKind
 from rackwise.workload.job import Job
-from rackwise.workload.state import JobState, Status
+from rackwise.workload.state import FINISHED, PENDING, RUNNING, JobState
 
 INF = float("inf")
 # Steps a policy may take on an idle cluster, with jobs queued and none to come, before
@@ -41,15 +41,12 @@ INF = float("inf")
 MAX_IDLE_STEPS = 10_000
 # Floor of a job's speed beside a partner on its GPUs, so that a pair always finishes.
 MIN_PAIR_FACTOR = 0.01
-# Enum members read once: each `EventKind.X` or `Status.X` written in a function looks the
-# member up on its class (some 70-80 ns, in both builds), and a step reads several.
+# Event kinds read once (as `workload.state.RUNNING` and its kin): each `EventKind.X` written
+# in a function looks the member up on its class (some 70 ns), and a step reads several.
 _COMPLETION: Final = EventKind.COMPLETION
 _COMPLETION_RANK: Final = int(EventKind.COMPLETION)
 _TIMER: Final = EventKind.TIMER
 _ROUND: Final = EventKind.ROUND
-_PENDING: Final = Status.PENDING
-_RUNNING: Final = Status.RUNNING
-_FINISHED: Final = Status.FINISHED
 
 
 class SimulationStuckError(RackwiseError):
@@ -418,7 +415,7 @@ class Simulator:
         else:  # the GPUs stay its partner's in the table; both jobs hold them
             state.partner = beside
             self.running[beside].partner = state.job_id
-        state.status = _RUNNING
+        state.status = RUNNING
         state.gpu_ids = tuple(gpu_ids)
         runs_at = now + self.start_latency_s  # its clock starts once launched
         state.run_start = runs_at
@@ -459,7 +456,7 @@ class Simulator:
 
     def _preempt(self, state: JobState, now: float, changed: set[str]) -> None:
         self._stop(state, now, changed)
-        state.status = _PENDING
+        state.status = PENDING
         state.n_preemptions += 1
         state.queued_since = now
         self.pending[state.job_id] = state
@@ -467,7 +464,7 @@ class Simulator:
     def _finish(self, state: JobState, now: float, changed: set[str]) -> None:
         self._stop(state, now, changed)
         state.iters_done = state.job.total_iters
-        state.status = _FINISHED
+        state.status = FINISHED
         state.finish_time = now
         self.finished[state.job_id] = state
         self.records.append(_record(state))

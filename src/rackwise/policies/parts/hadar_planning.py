@@ -45,7 +45,7 @@ from rackwise.policies.parts.primal_dual import (
     best_plan,
     cheapest_gpus,
 )
-from rackwise.workload.state import JobState, Status
+from rackwise.workload.state import RUNNING, JobState
 
 Take = tuple[tuple[int, int], ...]  # (node id, GPUs) of one copy
 Layout = tuple[Take, ...]  # one take per copy
@@ -428,10 +428,9 @@ class HadarPlanner:
         moving: list[JobState] = []
         kept: dict[str, JobState] = {}  # running jobs planned in another layout of their shape
         to_start: list[tuple[JobState, Layout]] = []
-        running = Status.RUNNING  # bound once: a member read on its class costs a look-up each time
         for state in active:
             layout = layouts.get(state.job_id)
-            if state.status is running:
+            if state.status is RUNNING:
                 current, current_shape = self._current_layout(gpu_node, state)
                 if layout == current:
                     continue

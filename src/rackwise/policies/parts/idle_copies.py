@@ -23,7 +23,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Final
 
 from mypy_extensions import mypyc_attr
 
@@ -35,11 +34,9 @@ from rackwise.policies.parts.fork_parameters import ForkParameters
 from rackwise.policies.parts.forking import Forkable, Tiers, add_copies, widest_of_type
 from rackwise.policies.parts.hadar_planning import Layout
 from rackwise.policies.parts.primal_dual import PriceBook
-from rackwise.workload.state import JobState, Status, state_of
+from rackwise.workload.state import RUNNING, JobState, state_of
 
 Blocks = list[tuple[int, ...]]  # GPU ids of each copy, the first copy first
-# Read once: `Status.RUNNING` written in a function is looked up on its class at each use.
-_RUNNING: Final = Status.RUNNING
 
 
 def primary_view(view: ClusterView, run_start: Mapping[str, float]) -> ClusterView:
@@ -214,7 +211,7 @@ class IdleCopies:
 
     def _may_spread(self, state: JobState, now: float) -> bool:
         """Whether the job has run long enough for its copies to span nodes."""
-        if self._spread_after_s is None or state.status is not _RUNNING:
+        if self._spread_after_s is None or state.status is not RUNNING:
             return False
         return now - self._run_start.get(state.job_id, state.run_start) >= self._spread_after_s
 

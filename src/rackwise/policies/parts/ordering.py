@@ -21,7 +21,7 @@ from rackwise.engine.view import ClusterView
 from rackwise.frozen import unfrozen_builder
 from rackwise.policies.base import Decisions, Start
 from rackwise.policies.parts.placement import Placement, fractional_gpu
-from rackwise.workload.state import JobState, Status
+from rackwise.workload.state import RUNNING, JobState
 
 # `Start(...)`, made for every job a policy starts.
 _build_start = unfrozen_builder(Start)
@@ -98,13 +98,12 @@ def preempt_to_order(view: ClusterView, ordered: Sequence[JobState], place: JobP
             if capacity == 0:
                 break
     in_target = {state.job_id for state in target}
-    running = Status.RUNNING  # bound once: a member read on its class costs a look-up each time
-    victims = [s for s in reversed(ordered) if s.status is running and s.job_id not in in_target]
+    victims = [s for s in reversed(ordered) if s.status is RUNNING and s.job_id not in in_target]
     free = view.tentative()
     starts: list[Start] = []
     preempted: list[str] = []
     for state in target:
-        if state.status is running:
+        if state.status is RUNNING:
             continue
         gpus = place(free, state)
         while gpus is None and victims:

@@ -56,7 +56,7 @@ from rackwise.policies.parts.predictor import (
 from rackwise.policies.parts.size_distribution import RankLine, SizeDistribution
 from rackwise.policies.parts.virtual_machine import VirtualMachine
 from rackwise.workload.job import Job
-from rackwise.workload.state import JobState, Status, state_of
+from rackwise.workload.state import RUNNING, JobState, state_of
 
 # A priority, smallest first, and the job's id: the virtual machine's key
 # (`VirtualMachine.order`, whose third field is unique) or a size
@@ -640,7 +640,6 @@ class PredictedSrpt:
         class_sizes = survival.distribution if survival is not None else None
         attained_of, ranks = self._attained, self._ranks
         self._n_rankings = ranking = self._n_rankings + 1  # no class changes in a call
-        running = Status.RUNNING
         for state in states:  # states, not items: no tuple per job
             job_id = state.job_id
             known = ranks[job_id]
@@ -656,7 +655,7 @@ class PredictedSrpt:
                 dist = of_class.dist if of_class.dist is not None else known.own
             assert dist is not None  # every predicted job has a distribution when ranks read them
             done = state.iters_done
-            if state.status is not running:  # waiting (a gated ranking): no bar to pass it under
+            if state.status is not RUNNING:  # waiting (a gated ranking): no bar to pass it under
                 out.append(((self._key_at(known, dist, done * unit), known.submit_time, known.seq, job_id), state))
                 continue
             # `iters_at`, inlined (max and min spelt out: cheaper)
