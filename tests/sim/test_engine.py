@@ -469,6 +469,23 @@ def test_what_a_snapshot_reads_of_a_running_simulation() -> None:
     assert seen, "the run should reach a moment with two jobs done and some running"
 
 
+
+def test_the_queue_keeps_its_order_while_its_deleted_slots_are_squeezed_out() -> None:
+    """1,500 jobs queue for one GPU: the engine squeezes the pending dict (some
+    square root of its length apart) as FIFO starts them, and each step's queue
+    is still every unstarted job in submission order."""
+    jobs = [Job(f"j{i:04d}", submit_time=0.0, n_gpus=1, duration_s=1.0) for i in range(1_500)]
+    seen: list[int] = []
+
+    def look(sim: Simulator) -> None:
+        started = {record.job_id for record in sim.records}.union(sim.running)
+        assert list(sim.pending) == [job.job_id for job in jobs if job.job_id not in started]
+        seen.append(len(started))
+
+    result = Simulator(uniform_cluster(1, gpus_per_node=1), jobs, Fifo(), seed=0, observers=[look]).run()
+    assert [record.job_id for record in result.records] == [job.job_id for job in jobs]
+    assert len(seen) > 8 * 40 + 256  # past the first squeeze
+
 @given(st.data())
 def test_the_engine_counts_a_placements_spread_as_the_topology_does(data: st.DataObject) -> None:
     """The engine's own copy of `Topology.spread` (compiled, where the topology's is Python)."""

@@ -14,6 +14,7 @@ import itertools
 import time as wallclock
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from math import isqrt
 from operator import attrgetter
 from typing import Any, Final
 
@@ -402,7 +403,9 @@ class Simulator:
         self._pending_holes += 1
         # A dict keeps a deleted entry's slot until it resizes, and iterating it from
         # the front (a queue in order) steps over every such slot: squeeze them out.
-        if self._pending_holes > len(self.pending) // 4 + 256:
+        # Squeezing costs the queue's length, skipping a slot far less, so the squeezes
+        # come some square root of the length apart (docs/benchmarks.md, sixty-first run).
+        if self._pending_holes > 8 * isqrt(len(self.pending)) + 256:
             kept = dict(self.pending)  # a copy has no holes, so refilling from it is a bulk copy
             self.pending.clear()
             self.pending.update(kept)
