@@ -331,3 +331,11 @@ def test_a_spread_job_follows_its_slowest_node_only() -> None:
     alone.bind(topology)
     # every neighbour gone: exactly the rate alone, no rounding left over
     assert perf.rates(running, ["s"]) == {"s": alone.rate(jobs["s"], gpus["s"], {})}
+
+
+@given(st.lists(st.floats(allow_nan=True), min_size=1))
+def test_the_index_takes_the_least_factor_as_min_does(values: list[float]) -> None:
+    from rackwise.perf.running_index import _least
+
+    # repr tells -0.0 from 0.0 and shows NaN: the same float `min` keeps (the first of equals)
+    assert repr(_least(values)) == repr(min(values))

@@ -83,7 +83,7 @@ class RunningIndex:
             self.node_jobs[nodes[0]][job_id] = (placed, placed.node_gpus[0], -1)
         else:
             placed.node_factors = factors
-            placed.factor = min(factors)
+            placed.factor = _least(factors)
             for i, node in enumerate(nodes):
                 self.node_jobs[node][job_id] = (placed, placed.node_gpus[i], i)
         if placed.crosses:
@@ -136,7 +136,7 @@ class RunningIndex:
                     factors[j] = value
                     if old != other.factor or value == old:
                         continue
-                    pace = min(factors)
+                    pace = _least(factors)
                     if pace == old:
                         continue
                     other.factor = pace
@@ -161,3 +161,13 @@ class RunningIndex:
                                     least = rack_share
                             other.bandwidth = least
                             affected[other_id] = other
+
+
+def _least(values: list[float]) -> float:
+    """``min(values)`` of a non-empty list, the same float: compiled, a loop stays native
+    where ``min`` is a generic call on the builtins module."""
+    least = values[0]
+    for value in values:
+        if value < least:
+            least = value
+    return least

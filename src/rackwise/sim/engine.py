@@ -10,7 +10,6 @@ changes, and the old one is recognised as stale by a version number.
 from __future__ import annotations
 
 import heapq
-import itertools
 import time as wallclock
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ from rackwise.sim.events import NO_PAYLOAD, CompletionKey, Event, EventKind
 from rackwise.workload.job import Job
 from rackwise.workload.state import FINISHED, PENDING, RUNNING, JobState
 
-INF = float("inf")
+INF: Final = float("inf")  # Final: compiled, a plain module name is looked up at each use
 # Steps a policy may take on an idle cluster, with jobs queued and none to come, before
 # the run is declared stuck (a round-based policy would otherwise loop for ever).
 MAX_IDLE_STEPS = 10_000
@@ -48,6 +47,9 @@ _COMPLETION: Final = EventKind.COMPLETION
 _COMPLETION_RANK: Final = int(EventKind.COMPLETION)
 _TIMER: Final = EventKind.TIMER
 _ROUND: Final = EventKind.ROUND
+# Bound once: compiled, `heapq.heappush` looks the function up on its module at each call.
+_heappush: Final = heapq.heappush
+_heappop: Final = heapq.heappop
 
 
 class SimulationStuckError(RackwiseError):
@@ -142,7 +144,7 @@ class Simulator:
         self.records: list[JobRecord] = []
         self.timeline = Timeline([], [], [], [])
         self._heap: list[Event] = []
-        self._seq = itertools.count()
+        self._n_pushed = 0  # events pushed so far: the next one's tie-breaking number
         self._next_arrival = 0
         self._timers: set[float] = set()
         capabilities = policy.capabilities
@@ -294,7 +296,7 @@ class Simulator:
         # Completions first: they free GPUs for everything else at this instant.
         completed: list[Job] = []
         while heap and heap[0][0] <= now and heap[0][3] is _COMPLETION:
-            _, _, _, _, payload = heapq.heappop(heap)
+            _, _, _, _, payload = _heappop(heap)
             job_id, version = payload
             state = self.running.get(job_id)
             if state is not None and state.version == version:
@@ -308,7 +310,7 @@ class Simulator:
             self.pending[job.job_id] = JobState(job)
         notify(policy, completed, jobs[first:self._next_arrival], now)
         while heap and heap[0][0] <= now:
-            _, _, _, kind, _ = heapq.heappop(heap)
+            _, _, _, kind, _ = _heappop(heap)
             if kind is _TIMER:
                 self._timers.discard(now)
             elif kind is _ROUND and self._round_s is not None and self._has_work():
@@ -405,7 +407,7 @@ class Simulator:
         # the front (a queue in order) steps over every such slot: squeeze them out.
         # Squeezing costs the queue's length, skipping a slot far less, so the squeezes
         # come some square root of the length apart (docs/benchmarks.md, sixty-first run).
-        if self._pending_holes > 8 * isqrt(len(self.pending)) + 256:
+        if self._pending_holes > 4 * isqrt(len(self.pending)) + 128:
             kept = dict(self.pending)  # a copy has no holes, so refilling from it is a bulk copy
             self.pending.clear()
             self.pending.update(kept)
@@ -473,7 +475,7 @@ class Simulator:
         self.records.append(_record(state))
 
     def _update_rates(self, changed: set[str], now: float) -> None:
-        running, comm_of, heap, seq, running_log = (self.running, self._comm_of, self._heap, self._seq,
+        running, comm_of, heap, seq, running_log = (self.running, self._comm_of, self._heap, self._n_pushed,
                                                     self._running_log)
         # Sorted: the order of a set of strings changes between processes.
         new_rates = self.perf.rates(running, sorted(changed))
@@ -501,8 +503,10 @@ class Simulator:
                 eta = (start if start >= busy else busy) + (
                     state.job.total_iters - state.iters_done) / rate
                 if eta < INF:
-                    heapq.heappush(heap, (eta if eta > now else now, _COMPLETION_RANK, next(seq),
-                                          _COMPLETION, (job_id, version)))
+                    _heappush(heap, (eta if eta > now else now, _COMPLETION_RANK, seq,
+                                     _COMPLETION, (job_id, version)))
+                    seq += 1
+        self._n_pushed = seq
         self._compact_heap()
 
     def _pair_factor(self, state: JobState) -> float:
@@ -531,7 +535,8 @@ class Simulator:
 
     # ---------------------------------------------------------------- helpers
     def _push(self, time: float, kind: EventKind, payload: CompletionKey = NO_PAYLOAD) -> None:
-        heapq.heappush(self._heap, (time, int(kind), next(self._seq), kind, payload))
+        _heappush(self._heap, (time, int(kind), self._n_pushed, kind, payload))
+        self._n_pushed += 1
         self._compact_heap()
 
     def _compact_heap(self) -> None:
@@ -557,7 +562,7 @@ class Simulator:
             state = running.get(job_id)
             if state is not None and state.version == version:
                 return
-            heapq.heappop(heap)
+            _heappop(heap)
 
     def _has_work(self) -> bool:
         return bool(self.pending or self.running or self._next_arrival < len(self.jobs))
