@@ -407,7 +407,7 @@ class Simulator:
         # the front (a queue in order) steps over every such slot: squeeze them out.
         # Squeezing costs the queue's length, skipping a slot far less, so the squeezes
         # come some square root of the length apart (docs/benchmarks.md, sixty-first run).
-        if self._pending_holes > 4 * isqrt(len(self.pending)) + 128:
+        if self._pending_holes > 8 * isqrt(len(self.pending)) + 256:
             kept = dict(self.pending)  # a copy has no holes, so refilling from it is a bulk copy
             self.pending.clear()
             self.pending.update(kept)
