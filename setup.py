@@ -28,6 +28,7 @@ COMPILED = [
     "src/rackwise/cluster/allocation.py",
     "src/rackwise/engine/checks.py",
     "src/rackwise/engine/hooks.py",
+    "src/rackwise/engine/queue_order.py",
     "src/rackwise/engine/view.py",
     "src/rackwise/perf/base.py",
     "src/rackwise/perf/graph_placement.py",

@@ -9,7 +9,7 @@ passed to. Policies must not keep it or change anything reached through it.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -17,6 +17,7 @@ from mypy_extensions import mypyc_attr
 
 from rackwise.cluster.allocation import Allocation, TentativeAllocation
 from rackwise.cluster.topology import Topology
+from rackwise.engine.queue_order import QueueOrder
 from rackwise.workload.state import JobState
 
 if TYPE_CHECKING:
@@ -39,10 +40,11 @@ class ClusterView:
 
     def __init__(self, topology: Topology, allocation: Allocation,
                  pending: dict[str, JobState], running: dict[str, JobState],
-                 perf: PerfModel) -> None:
+                 perf: PerfModel, queue_order: QueueOrder | None = None) -> None:
         self.topology = topology
         self._allocation = allocation
         self.pending: Mapping[str, JobState] = MappingProxyType(pending)
+        self._queue_order = queue_order
         self.running: Mapping[str, JobState] = MappingProxyType(running)
         self.perf = perf
         self.now = 0.0
@@ -87,6 +89,19 @@ class ClusterView:
         if mark is None or not self.keeps_changes or mark != (self._serial, self.n_decisions - 1):
             return None
         return self.running_changed
+
+    def queued(self) -> Iterator[JobState]:
+        """The waiting jobs in `pending`'s order, first in first: the way to read a queue from its front.
+
+        From an engine that keeps a `QueueOrder` (the simulator) this skips
+        the jobs that left at once, where the dict's values would step over
+        their slots; else (or if ``pending`` was changed behind the order's
+        back) it is the dict's values.
+        """
+        order = self._queue_order
+        if order is not None and len(order) == len(self.pending):
+            return iter(order)
+        return iter(self.pending.values())
 
     def decided(self) -> None:
         """The engine's side: a decision was made, so the log starts again for the next."""

@@ -70,7 +70,7 @@ class Fifo(BasePolicy):
         place = get_placement(self.placement)
         queue = self._backfill_queue(view) if self.backfill else None
         if queue is None or self.fractional_:  # shares go where `fractional_gpu` puts them
-            starts = start_in_order(view, view.pending.values(), place, self.rng_, backfill=self.backfill)
+            starts = start_in_order(view, view.queued(), place, self.rng_, backfill=self.backfill)
         else:
             starts = start_ranked(view, queue, place, self.rng_, backfill=True)
         if queue is not None:

@@ -13,7 +13,6 @@ import heapq
 import time as wallclock
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from math import isqrt
 from operator import attrgetter
 from typing import Any, Final
 
@@ -25,6 +24,7 @@ from rackwise.cluster.topology import Topology
 from rackwise.engine.checks import EngineSupport, check_decisions
 from rackwise.engine.contract import Decisions, Policy
 from rackwise.engine.hooks import notify
+from rackwise.engine.queue_order import QueueOrder
 from rackwise.engine.seeding import history_rng, run_generators
 from rackwise.engine.view import ClusterView
 from rackwise.errors import InputError, RackwiseError
@@ -135,10 +135,11 @@ class Simulator:
         self.now = 0.0
         self.allocation = Allocation(topology)
         self.pending: dict[str, JobState] = {}
-        self._pending_holes = 0  # entries deleted from `pending` since it was last compacted
         self.running: dict[str, JobState] = {}
         self.finished: dict[str, JobState] = {}
-        self.view = ClusterView(topology, self.allocation, self.pending, self.running, self.perf)
+        self._queue_order = QueueOrder()  # `pending` in order, for reads from its front (`ClusterView.queued`)
+        self.view = ClusterView(topology, self.allocation, self.pending, self.running, self.perf,
+                                self._queue_order)
         self.view.keeps_changes = True
         self._running_log = self.view.running_changed  # every new running state's job, for the view
         self.records: list[JobRecord] = []
@@ -203,6 +204,7 @@ class Simulator:
                 sim._push(max(eta, now), _COMPLETION, (state.job_id, state.version))
         for state in pending:
             sim.pending[state.job_id] = state
+            sim._queue_order.enter(state)
         if node_order:
             sim.allocation.set_node_order(node_order)
         wakes = sorted({t for t in timers if t > now} | ({now} if decide_now else set()))
@@ -307,7 +309,8 @@ class Simulator:
         while self._next_arrival < len(jobs) and jobs[self._next_arrival].submit_time <= now:
             job = jobs[self._next_arrival]
             self._next_arrival += 1
-            self.pending[job.job_id] = JobState(job)
+            state = self.pending[job.job_id] = JobState(job)
+            self._queue_order.enter(state)
         notify(policy, completed, jobs[first:self._next_arrival], now)
         while heap and heap[0][0] <= now:
             _, _, _, kind, _ = _heappop(heap)
@@ -402,16 +405,7 @@ class Simulator:
     def _start(self, state: JobState, gpu_ids: tuple[int, ...], now: float,
                copies: int = 1, beside: str | None = None) -> None:
         del self.pending[state.job_id]
-        self._pending_holes += 1
-        # A dict keeps a deleted entry's slot until it resizes, and iterating it from
-        # the front (a queue in order) steps over every such slot: squeeze them out.
-        # Squeezing costs the queue's length, skipping a slot far less, so the squeezes
-        # come some square root of the length apart (docs/benchmarks.md, sixty-first run).
-        if self._pending_holes > 8 * isqrt(len(self.pending)) + 256:
-            kept = dict(self.pending)  # a copy has no holes, so refilling from it is a bulk copy
-            self.pending.clear()
-            self.pending.update(kept)
-            self._pending_holes = 0
+        self._queue_order.leave(state.job_id)
         state.copies = copies
         if state.job.gpu_share < 1.0:
             self.allocation.allocate_slices(state.job_id, gpu_ids[0], slices_of(state.job.gpu_share))
@@ -465,6 +459,7 @@ class Simulator:
         state.n_preemptions += 1
         state.queued_since = now
         self.pending[state.job_id] = state
+        self._queue_order.enter(state)
 
     def _finish(self, state: JobState, now: float, changed: set[str]) -> None:
         self._stop(state, now, changed)
