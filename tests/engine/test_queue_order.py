@@ -36,9 +36,9 @@ def test_the_order_reads_as_the_dict_does(ops: list[tuple[str, str, int]]) -> No
             del queue[name]
             order.leave(name)
         elif what == "read":
-            assert list(islice(order, k)) == list(islice(queue.values(), k))
+            assert list(islice(order.read(queue), k)) == list(islice(queue.values(), k))
         assert len(order) == len(queue)
-        assert list(order) == list(queue.values())
+        assert list(order.read(queue)) == list(queue.values())
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -59,22 +59,28 @@ def test_a_long_queue_compacted_as_jobs_leave_and_return(seed: int) -> None:
         if random.random() < 0.05:  # it returns, to the back
             order.enter(states[int(job_id[1:])])
             queue[job_id] = states[int(job_id[1:])]
-        assert list(islice(order, 3)) == list(islice(queue.values(), 3))
+        assert list(islice(order.read(queue), 3)) == list(islice(queue.values(), 3))
         if step % 97 == 0:
-            assert list(order) == list(queue.values())
-    assert list(order) == list(queue.values()) and len(order) == len(queue)
+            assert list(order.read(queue)) == list(queue.values())
+    assert list(order.read(queue)) == list(queue.values()) and len(order) == len(queue)
 
 
-def test_a_compaction_keeps_the_job_a_read_found_first() -> None:
-    """Jobs leave from the back after a read of the front: the first job stays first."""
-    states = [JobState(Job(f"j{i:04d}", 0.0, 1, 10.0)) for i in range(2_100)]
-    order = QueueOrder()
+def test_jobs_leaving_behind_the_front_are_skipped_then_dropped() -> None:
+    """Jobs leave from the back after a read of the front: the first jobs stay first, read
+    past the entries of those that left until these are dropped."""
+    states = [JobState(Job(f"j{i:04d}", 0.0, 1, 10.0)) for i in range(300)]
+    order, queue = QueueOrder(), {}
     for state in states:
         order.enter(state)
-    assert next(iter(order)) is states[0]
-    for state in reversed(states[100:]):
+        queue[state.job_id] = state
+    assert next(order.read(queue)) is states[0]
+    for state in states[299:9:-3]:
         order.leave(state.job_id)
-    assert list(order) == states[:100]
+        del queue[state.job_id]
+        assert list(order.read(queue)) == list(queue.values())
+    order.enter(states[299])
+    queue[states[299].job_id] = states[299]
+    assert list(order.read(queue)) == list(queue.values())
 
 
 def test_the_view_reads_the_dict_when_it_was_changed_behind_the_orders_back() -> None:

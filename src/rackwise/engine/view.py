@@ -99,9 +99,7 @@ class ClusterView:
         back) it is the dict's values.
         """
         order = self._queue_order
-        if order is not None and len(order) == len(self.pending):
-            return iter(order)
-        return iter(self.pending.values())
+        return iter(self.pending.values()) if order is None else order.read(self.pending)
 
     def decided(self) -> None:
         """The engine's side: a decision was made, so the log starts again for the next."""
