@@ -62,11 +62,6 @@ class QueueOrder:
             number += 1
 
     def _compact(self) -> None:
-        entry, number = self._entry, self._first
-        kept: deque[JobState] = deque()
-        for state in self._states:
-            if entry.get(state.job_id) == number:
-                kept.append(state)
-            number += 1
+        kept = deque(self._live())
         self._states, self._first = kept, 0
         self._entry = {state.job_id: i for i, state in enumerate(kept)}
