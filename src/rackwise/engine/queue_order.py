@@ -43,7 +43,7 @@ class QueueOrder:
 
     def read(self, pending: Mapping[str, JobState]) -> Iterator[JobState]:
         """The waiting jobs, first in first, read within one decision; ``pending``'s values
-        (in the same order) if the engine changed it without this order."""
+        if it holds another number of jobs (the engine changed it without this order)."""
         states, entry = self._states, self._entry
         if len(entry) != len(pending):
             return iter(pending.values())

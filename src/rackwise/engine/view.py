@@ -95,8 +95,8 @@ class ClusterView:
 
         From an engine that keeps a `QueueOrder` (the simulator) this skips
         the jobs that left at once, where the dict's values would step over
-        their slots; else (or if ``pending`` was changed behind the order's
-        back) it is the dict's values.
+        their slots; else, or if ``pending`` holds another number of jobs
+        than the order (changed behind its back), it is the dict's values.
         """
         order = self._queue_order
         return iter(self.pending.values()) if order is None else order.read(self.pending)
