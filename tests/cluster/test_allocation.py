@@ -27,8 +27,11 @@ def _check_free_queries(free: Allocation | TentativeAllocation, topology: Topolo
         assert free.free_gpu_ids(node.node_id) == expected_ids  # ascending: gpu_ids is a range
         assert free.free_in_node(node.node_id) == len(expected_ids)
         node_free.append(len(expected_ids))
-    for rack, nodes in enumerate(topology.rack_nodes):
-        assert free.free_in_rack(rack) == sum(node_free[n] for n in nodes)
+    rack_free = [sum(node_free[n] for n in nodes) for nodes in topology.rack_nodes]
+    for rack, count in enumerate(rack_free):
+        assert free.free_in_rack(rack) == count
+    if isinstance(free, TentativeAllocation):
+        assert free.most_free_in_a_rack() == max(rack_free)
     for n_gpus in range(1, topology.max_gpus_per_node + 2):
         fitting = [count for count in node_free if count >= n_gpus]
         node = free.tightest_node(n_gpus)

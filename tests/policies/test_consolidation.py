@@ -8,6 +8,8 @@ at t=1 and every expected time is shifted by 1 s.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from unittest import mock
@@ -17,14 +19,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policies.delay_helpers import HIGH, LOW, MED, Run, SpanPerf, job
+from rackwise.cluster.allocation import TentativeAllocation
 from rackwise.cluster.topology import uniform_cluster
+from rackwise.engine.view import ClusterView
 from rackwise.errors import InputError
 from rackwise.policies import delay
 from rackwise.policies.consolidation import ConsolidateStrict, PhillyRelax
 from rackwise.policies.delay import Dally
 from rackwise.policies.parts import delay_scheduling
 from rackwise.policies.parts.delay_scheduling import DelayParameters, DelayScheduling, WaitState
-from rackwise.policies.parts.locality import placement_level
+from rackwise.policies.parts.locality import L2, placement_level
 from rackwise.policies.registry import make_policy
 from rackwise.sim.engine import Simulator
 from rackwise.workload.job import Job
@@ -250,6 +254,7 @@ _POLICIES = (
     Dally(), Dally(autotune=False, preempt=False), Dally(initial_timers="break-even", tune_every_s=600.0),
     Dally(timer_med_s=(30.0, 60.0), timer_high_s=(120.0, 0.0), min_run_s=0.0, max_preemptions=5),
     Dally(reconsolidate=True, own_penalty_timers=False, timer_high_s=(60.0, 60.0)),
+    Dally(timer_high_s=(30.0, math.inf), min_run_s=0.0), Dally(ordering="las", min_run_s=0.0),
 )
 
 
@@ -257,19 +262,32 @@ _POLICIES = (
 @given(_CONTENDED, st.lists(st.sampled_from([LOW, MED, HIGH]), min_size=30, max_size=30))
 def test_walking_the_buckets_decides_as_walking_the_queue(drawn, sensitivities) -> None:
     """A FIFO pass reads only the jobs that may fit or whose timers ran out, from the buckets
-    of GPU count and level, and dally's evictions reuse the clearings they worked out; every
-    start, placement, preemption and finish is the same as with a pass over the whole queue
-    and each clearing worked out anew, for each delay-scheduling policy."""
+    of GPU count and level, dally's clearings after the pass read only the jobs below L2 that
+    fit the GPUs left, and its evictions reuse the clearings they worked out; every start,
+    placement, preemption and finish is the same as with passes over the whole queue and each
+    clearing worked out anew, for each delay-scheduling policy."""
     topology = uniform_cluster(4, gpus_per_node=4, nodes_per_rack=2)
     jobs = [job(f"j{i}", submit, n_gpus, duration, sensitivities[i])
             for i, (submit, n_gpus, duration) in enumerate(drawn)]
     for policy in _POLICIES:
         fast = Run(topology, jobs, replace(policy))
         with (mock.patch.object(DelayScheduling, "_indexed", return_value=False),
+              mock.patch.object(DelayScheduling, "waiting_below_l2_that_fit", _every_wait_below_l2),
               mock.patch.object(delay, "_Clearings", _NoClearings)):
             walked = Run(topology, jobs, replace(policy))
         assert fast.records == walked.records
         assert fast.placements == walked.placements
+
+
+def _every_wait_below_l2(self: DelayScheduling, view: ClusterView, free: TentativeAllocation,
+                         now: float) -> Iterator[str]:
+    """Every job still waiting below L2, from the whole queue, until no GPU is left: a
+    job too large for the free GPUs is left for `Dally._evict` to turn down."""
+    for job_id in self.waiting_in_order(view, now):
+        if free.n_free == 0:
+            return
+        if self.waits[job_id].allowed < L2:
+            yield job_id
 
 
 class _Forgetful(dict):  # type: ignore[type-arg]

@@ -258,6 +258,13 @@ class TentativeAllocation:
     def free_in_rack(self, rack_id: int) -> int:
         return self._base.rack_free[rack_id] + self._rack_delta.get(rack_id, 0)
 
+    def most_free_in_a_rack(self) -> int:
+        """The most free GPUs of any one rack."""
+        delta = self._rack_delta
+        if not delta:
+            return max(self._base.rack_free)
+        return max(free + delta.get(rack, 0) for rack, free in enumerate(self._base.rack_free))
+
     def is_free(self, gpu_id: int) -> bool:
         ids = self._ids.get(self.topology.gpu_node[gpu_id])
         return self._base.owner[gpu_id] is None if ids is None else gpu_id in ids

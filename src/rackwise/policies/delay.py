@@ -343,12 +343,10 @@ class Dally(DelayParameters, BasePolicy):
         restarts: list[Start] = []
         starts: list[Start] = []
         memo = _Clearings()
-        for job_id in self.delay_.waiting_in_order(view, now):
-            if free.n_free == 0:
-                break
+        # A job at L2 has nothing to clear (any free GPUs would do), and one larger than the
+        # free GPUs cannot move its victims (`_victims_could_move`): neither is read.
+        for job_id in self.delay_.waiting_below_l2_that_fit(view, free, now):
             wait = self.delay_.waits[job_id]
-            if wait.allowed >= L2:  # nothing to clear: any free GPUs would do
-                continue
             state = view.pending[job_id]
             gpus = self._evict(view, free, state, wait, now, victims, restarts, memo)
             if gpus is None:

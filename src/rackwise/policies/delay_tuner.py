@@ -263,7 +263,7 @@ class TimerTuner:
                 found = probe.tightest_node(n_gpus) is not None
             else:
                 if most_in_a_rack is None:
-                    most_in_a_rack = max(probe.free_in_rack(r) for r in range(view.topology.n_racks))
+                    most_in_a_rack = probe.most_free_in_a_rack()
                 found = most_in_a_rack >= n_gpus
             if not found and now - waiting[0][0] < cap:
                 continue

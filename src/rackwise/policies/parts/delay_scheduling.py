@@ -159,6 +159,31 @@ class DelayScheduling:
         """The jobs still waiting after the last pass, in the pass's order."""
         return [job_id for job_id in self._ordered(view, now) if job_id in self._waits]
 
+    def waiting_below_l2_that_fit(self, view: ClusterView, free: TentativeAllocation,
+                                  now: float) -> Iterator[str]:
+        """The jobs still waiting after the last pass whose allowed level is below L2 and whose
+        GPU count is at most ``free``'s free GPUs, in the pass's order.
+
+        In FIFO order they are read from the buckets as the caller goes, so
+        ``free`` is read at each step and the jobs that cannot fit are not
+        read at all; a job may leave the queue meanwhile (`started_outside`).
+        """
+        if self._params.ordering != "fifo":
+            for job_id in self.waiting_in_order(view, now):
+                if self._waits[job_id].allowed < L2 and view.pending[job_id].job.n_gpus <= free.n_free:
+                    yield job_id
+            return
+        pending, waits = view.pending, self._waits
+        below_l2 = [math.inf, math.inf, 0.0]  # no job size fits at L2: its buckets are passed over
+        last: tuple[float, str] | None = None
+        while (key := self._next_in_buckets(last, free.n_free, below_l2)) is not None:
+            last = key
+            job_id = key[1]
+            if job_id not in pending:  # it left the queue unannounced
+                self._stale = True
+            elif job_id in waits:
+                yield job_id
+
     def unwaited(self, pending: Mapping[str, JobState]) -> list[str]:
         """The pending jobs without a wait (new arrivals, preempted jobs back), sorted by id.
 
@@ -342,9 +367,11 @@ class DelayScheduling:
             heapq.heappush(self._deadlines, (deadline, job_id))
 
     def _rebuild_deadlines(self) -> None:
-        self._deadlines = []
-        for job_id in sorted(self._waits):
-            self._push_deadline(job_id, self._waits[job_id])
+        # Every entry is a distinct (deadline, job) pair, so any heap of them pops in one order.
+        deadline = self._deadline
+        entries = [(deadline(wait), job_id) for job_id, wait in self._waits.items()]
+        self._deadlines = [entry for entry in entries if entry[0] < math.inf]
+        heapq.heapify(self._deadlines)
 
     def _earliest_deadline(self) -> float:
         """The next timer of any waiting job; drops entries of jobs that started or moved on."""
@@ -480,20 +507,10 @@ class DelayScheduling:
         changes them; a job it relaxes moves to a bucket it has passed.
         """
         expired = self._expired_keys(pending, now)
-        buckets = self._buckets
         last: tuple[float, str] | None = None
         next_expired = 0
         while True:
-            n_free = free.n_free
-            best = None
-            for (n_gpus, level), bucket in buckets.items():
-                if n_gpus > n_free:
-                    break
-                if n_gpus >= no_fit[level] or not bucket:
-                    continue
-                i = 0 if last is None else bisect_right(bucket, last)
-                if i < len(bucket) and (best is None or bucket[i] < best):
-                    best = bucket[i]
+            best = self._next_in_buckets(last, free.n_free, no_fit)
             while next_expired < len(expired) and last is not None and expired[next_expired] <= last:
                 next_expired += 1
             if next_expired < len(expired) and (best is None or expired[next_expired] < best):
@@ -506,6 +523,21 @@ class DelayScheduling:
                 yield job_id
             else:  # it left the queue unannounced: `_new_waits` looks at every wait next time
                 self._stale = True
+
+    def _next_in_buckets(self, last: tuple[float, str] | None, n_free: int,
+                         no_fit: list[float]) -> tuple[float, str] | None:
+        """The least FIFO key after ``last`` among the buckets of jobs that may fit: at most
+        ``n_free`` GPUs, and fewer than ``no_fit`` at their level."""
+        best: tuple[float, str] | None = None
+        for (n_gpus, level), bucket in self._buckets.items():
+            if n_gpus > n_free:
+                break
+            if n_gpus >= no_fit[level] or not bucket:
+                continue
+            i = 0 if last is None else bisect_right(bucket, last)
+            if i < len(bucket) and (best is None or bucket[i] < best):
+                best = bucket[i]
+        return best
 
     def _expired_keys(self, pending: Mapping[str, JobState], now: float) -> list[tuple[float, str]]:
         """FIFO keys of the waiting jobs whose timer has run out by ``now``, sorted.
