@@ -111,10 +111,10 @@ class DelayScheduling:
         self._waits: dict[str, WaitState] = {}
         self._class_of: dict[str, str] = {}
         self._fifo_key: dict[str, tuple[float, str]] = {}
-        # The FIFO keys of the jobs with a wait, sorted: the queue's order without a sort per pass.
-        self._queue: list[tuple[float, str]] = []
-        # The same keys by (GPU count, allowed level): a pass reaches the jobs that may act
-        # without reading those that cannot (`_indexed_order`).
+        # The FIFO keys of the jobs with a wait, sorted, by (GPU count, allowed level): a pass
+        # reaches the jobs that may act without reading those that cannot (`_indexed_order`),
+        # and the queue's order is their merge. No one list of the whole queue is kept: a start,
+        # mostly near its front, would move all the rest of it.
         self._buckets: dict[tuple[int, int], list[tuple[float, str]]] = {}
         self._bucket_of: dict[str, tuple[int, int]] = {}
         self._relaxed: list[str] = []  # in this pass: their buckets follow at its end
@@ -239,15 +239,14 @@ class DelayScheduling:
         return self._in_fifo_order(pending)
 
     def _in_fifo_order(self, pending: Mapping[str, JobState]) -> Iterator[str]:
-        for _, job_id in self._queue:
+        for _, job_id in heapq.merge(*self._buckets.values()):
             if job_id in pending:
                 yield job_id
             else:  # it left the queue unannounced: `_new_waits` looks at every wait next time
                 self._stale = True
 
     def _dequeue(self, job_id: str) -> None:
-        queue, key = self._queue, self._fifo_key[job_id]
-        del queue[bisect_left(queue, key)]
+        key = self._fifo_key[job_id]
         bucket = self._buckets[self._bucket_of.pop(job_id)]
         del bucket[bisect_left(bucket, key)]
 
@@ -335,7 +334,6 @@ class DelayScheduling:
                 wait.scale = self._scale(view, job, cls)
             if target < L2 and (deadline := since + self._limit(wait)) < math.inf:
                 heapq.heappush(deadlines, (deadline, job_id))
-        _merge(self._queue, [key for added in filed.values() for key in added])
         for where, added in filed.items():
             _merge(self._bucket(where), added)
         return len(new)
@@ -368,10 +366,13 @@ class DelayScheduling:
 
     def _rebuild_deadlines(self) -> None:
         # Every entry is a distinct (deadline, job) pair, so any heap of them pops in one order.
-        deadline = self._deadline
-        entries = [(deadline(wait), job_id) for job_id, wait in self._waits.items()]
-        self._deadlines = [entry for entry in entries if entry[0] < math.inf]
-        heapq.heapify(self._deadlines)
+        heap: list[tuple[float, str]] = []
+        for job_id, wait in self._waits.items():
+            deadline = self._deadline(wait)
+            if deadline < math.inf:
+                heap.append((deadline, job_id))
+        heapq.heapify(heap)
+        self._deadlines = heap
 
     def _earliest_deadline(self) -> float:
         """The next timer of any waiting job; drops entries of jobs that started or moved on."""
