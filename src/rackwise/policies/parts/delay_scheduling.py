@@ -365,12 +365,18 @@ class DelayScheduling:
             heapq.heappush(self._deadlines, (deadline, job_id))
 
     def _rebuild_deadlines(self) -> None:
-        # Every entry is a distinct (deadline, job) pair, so any heap of them pops in one order.
+        """The timers' heap anew, from the waits below L2 (the others have no timer), read
+        from their buckets. Every entry is a distinct (deadline, job) pair, so any heap of
+        them pops in one order."""
         heap: list[tuple[float, str]] = []
-        for job_id, wait in self._waits.items():
-            deadline = self._deadline(wait)
-            if deadline < math.inf:
-                heap.append((deadline, job_id))
+        waits = self._waits
+        for (_, level), bucket in self._buckets.items():
+            if level >= L2:
+                continue
+            for _, job_id in bucket:
+                deadline = self._deadline(waits[job_id])
+                if deadline < math.inf:
+                    heap.append((deadline, job_id))
         heapq.heapify(heap)
         self._deadlines = heap
 
