@@ -315,8 +315,8 @@ _BURSTS = st.lists(st.tuples(st.sampled_from([0, 0, 0, 10, 40, 400]), st.sampled
 def test_the_buckets_hold_exactly_the_waiting_jobs_after_every_decision(drawn, one_by_one) -> None:
     """Bursts of arrivals and of timers running out together, filed and moved one by one or
     (``one_by_one`` 0) all at once: after each decision, each bucket holds, in FIFO order, the
-    waiting jobs of its GPU count and allowed level, and the timers' heap the timer of each
-    waiting job that has one."""
+    waiting jobs of its GPU count and allowed level, the queue (where one is kept) all of them,
+    and the timers' heap the timer of each waiting job that has one."""
     topology = uniform_cluster(4, gpus_per_node=4, nodes_per_rack=2)
     jobs = [job(f"j{i:02d}", submit, n_gpus, duration, sens)
             for i, (submit, n_gpus, duration, sens) in enumerate(drawn)]
@@ -333,9 +333,12 @@ def test_the_buckets_hold_exactly_the_waiting_jobs_after_every_decision(drawn, o
         timers = {(delay_state._deadline(wait), job_id) for job_id, wait in waits.items()}
         current = {entry for entry in delay_state._deadlines if delay_state._is_current(*entry)}
         assert current == {timer for timer in timers if timer[0] < math.inf}
+        if delay_state._queue is not None:  # kept where passes walk the whole queue
+            assert delay_state._queue == sorted(keys[job_id] for job_id in waits)
 
     with mock.patch.object(delay_scheduling, "_ONE_BY_ONE", one_by_one):
-        for policy in (PhillyRelax(timeout_s=30.0), Dally(timer_med_s=(30.0, 30.0), timer_high_s=(10.0, 40.0)),
+        for policy in (PhillyRelax(timeout_s=30.0), PhillyRelax(timeout_s=30.0, reserve_after_s=20.0),
+                       Dally(timer_med_s=(30.0, 30.0), timer_high_s=(10.0, 40.0)),
                        Dally(timer_med_s=(30.0, 300.0), timer_high_s=(10.0, 400.0), tune_every_s=60.0,
                              tune_every_starts=3)):  # timers moved while jobs wait on them
             Simulator(topology, jobs, replace(policy), observers=[check]).run()

@@ -112,10 +112,12 @@ class DelayScheduling:
         self._class_of: dict[str, str] = {}
         self._fifo_key: dict[str, tuple[float, str]] = {}
         # The FIFO keys of the jobs with a wait, sorted, by (GPU count, allowed level): a pass
-        # reaches the jobs that may act without reading those that cannot (`_indexed_order`),
-        # and the queue's order is their merge. No one list of the whole queue is kept: a start,
-        # mostly near its front, would move all the rest of it.
+        # reaches the jobs that may act without reading those that cannot (`_indexed_order`).
         self._buckets: dict[tuple[int, int], list[tuple[float, str]]] = {}
+        # The same keys in one sorted list, kept only where FIFO passes walk the whole queue:
+        # elsewhere a start, mostly near its front, would move all the rest of it for nothing.
+        self._queue: list[tuple[float, str]] | None = (
+            [] if params.ordering == "fifo" and not self._indexed() else None)
         self._bucket_of: dict[str, tuple[int, int]] = {}
         self._relaxed: list[str] = []  # in this pass: their buckets follow at its end
         self._stale = False  # a wait was found whose job left the queue unannounced
@@ -229,8 +231,9 @@ class DelayScheduling:
     def _ordered(self, view: ClusterView, now: float) -> Iterable[str]:
         """The pending jobs with a wait (after `_new_waits`: all of them), in the pass's order.
 
-        In FIFO order it reads the sorted queue as it goes, so a pass that stops
-        early costs the jobs it looked at; the queue must not change meanwhile.
+        In FIFO order it reads the sorted queue as it goes (sorted from the
+        buckets first where none is kept), so a pass that stops early costs the
+        jobs it looked at; the queue must not change meanwhile.
         """
         pending, keys = view.pending, self._fifo_key
         if self._params.ordering == "las":
@@ -239,7 +242,10 @@ class DelayScheduling:
         return self._in_fifo_order(pending)
 
     def _in_fifo_order(self, pending: Mapping[str, JobState]) -> Iterator[str]:
-        for _, job_id in heapq.merge(*self._buckets.values()):
+        queue = self._queue
+        if queue is None:  # a seldom walk: one sort of the buckets' runs, which Timsort merges
+            queue = sorted([key for bucket in self._buckets.values() for key in bucket])
+        for _, job_id in queue:
             if job_id in pending:
                 yield job_id
             else:  # it left the queue unannounced: `_new_waits` looks at every wait next time
@@ -247,6 +253,8 @@ class DelayScheduling:
 
     def _dequeue(self, job_id: str) -> None:
         key = self._fifo_key[job_id]
+        if self._queue is not None:
+            del self._queue[bisect_left(self._queue, key)]
         bucket = self._buckets[self._bucket_of.pop(job_id)]
         del bucket[bisect_left(bucket, key)]
 
@@ -334,6 +342,8 @@ class DelayScheduling:
                 wait.scale = self._scale(view, job, cls)
             if target < L2 and (deadline := since + self._limit(wait)) < math.inf:
                 heapq.heappush(deadlines, (deadline, job_id))
+        if self._queue is not None:
+            _merge(self._queue, [key for added in filed.values() for key in added])
         for where, added in filed.items():
             _merge(self._bucket(where), added)
         return len(new)
