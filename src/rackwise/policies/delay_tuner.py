@@ -253,13 +253,16 @@ class TimerTuner:
         if not self.watchers:
             return
         cap = float(self.rule.get("max_timer_s", 14_400.0))
+        n_free = view.n_free
         probe = view.tentative()
         most_in_a_rack: int | None = None  # worked out once asked
         for key, waiting in list(self.watchers.items()):
             n_gpus, level = key
             if now <= waiting[0][0]:
                 continue  # all gave up at this very instant (or later)
-            if level == L0:
+            if n_gpus > n_free:
+                found = False  # no node or rack has more free GPUs than the cluster
+            elif level == L0:
                 found = probe.tightest_node(n_gpus) is not None
             else:
                 if most_in_a_rack is None:

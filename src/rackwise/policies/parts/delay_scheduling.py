@@ -358,7 +358,8 @@ class DelayScheduling:
     def _limit(self, wait: WaitState) -> float:
         """Seconds the job may wait at its allowed level (below L2)."""
         timer = self._timers[wait.cls][wait.allowed]
-        factor = wait.scale[wait.allowed]
+        # Constant indices: the compiled build reads the pair in place instead of boxing it.
+        factor = wait.scale[0] if wait.allowed == L0 else wait.scale[1]
         if factor == 1.0:
             return timer
         if factor == 0.0:
