@@ -12,10 +12,14 @@ would be installed from an earlier build):
     pip install ".[test]" "setuptools>=68" && rm -rf build
     RACKWISE_COMPILE=1 pip install --no-build-isolation --no-deps --force-reinstall .
 
-Every class of a listed module carries ``@mypyc_attr(serializable=True,
-allow_interpreted_subclasses=True)``: policies and simulators are pickled
-mid-run (forecasts, snapshots), and mypyc gives a serializable class a
-working constructor only when it is also open to subclasses. Compiled code
+Every class of a listed module but its protocols, named tuples, enums and
+errors carries ``@mypyc_attr(serializable=True,
+allow_interpreted_subclasses=True)``, and each frozen dataclass among them
+a ``__reduce__`` (``rackwise.frozen.pickled_by_constructor``;
+``tests/test_build.py`` checks both): policies are pickled mid-run
+(forecasts, snapshots), mypyc gives a serializable class a working
+constructor only when it is also open to subclasses, and a compiled frozen
+dataclass cannot be unpickled field by field. Compiled code
 calls these modules' functions and methods directly, so the benchmarks and
 tests that count calls by replacing them run on the plain-Python build only.
 """
@@ -37,6 +41,7 @@ COMPILED = [
     "src/rackwise/perf/placing.py",
     "src/rackwise/perf/running_index.py",
     "src/rackwise/perf/views.py",
+    "src/rackwise/policies/delay_tuner.py",
     "src/rackwise/policies/parts/class_sizes.py",
     "src/rackwise/policies/parts/delay_placement.py",
     "src/rackwise/policies/parts/delay_scheduling.py",

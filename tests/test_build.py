@@ -54,3 +54,31 @@ def test_a_search_that_reads_the_head_of_its_victims_reads_no_further_in_either_
 
     victims = _remaining_outside(entries(), {"kept"})
     assert next(victims) == (4.0, victim)
+
+
+def _is_native(node: ast.ClassDef) -> bool:
+    """Whether mypyc compiles the class as a native class (not a protocol, tuple, enum or error)."""
+    bases = {ast.unparse(base) for base in node.bases}
+    return not bases & {"Protocol", "NamedTuple", "Enum"} and not any(
+        base.endswith("Error") for base in bases)
+
+
+def test_every_native_class_of_a_listed_module_can_be_pickled_once_compiled() -> None:
+    # Policies are pickled mid-run (forecasts, snapshots). Compiled, a class pickles only with
+    # `serializable=True`, which works only beside `allow_interpreted_subclasses`, and a frozen
+    # dataclass unpickles only through its constructor (`rackwise.frozen.pickled_by_constructor`).
+    marked = "mypyc_attr(serializable=True, allow_interpreted_subclasses=True)"
+    unmarked, frozen_without_reduce = [], []
+    for name in compiled_modules():
+        path = SETUP.parent / "src" / (name.replace(".", "/") + ".py")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ClassDef) or not _is_native(node):
+                continue
+            decorators = {ast.unparse(decorator) for decorator in node.decorator_list}
+            if marked not in decorators:
+                unmarked.append(f"{name}.{node.name}")
+            methods = {item.name for item in node.body if isinstance(item, ast.FunctionDef)}
+            if any("frozen=True" in d for d in decorators) and "__reduce__" not in methods:
+                frozen_without_reduce.append(f"{name}.{node.name}")
+    assert not unmarked, f"classes without @{marked}: {unmarked}"
+    assert not frozen_without_reduce, f"frozen dataclasses without __reduce__: {frozen_without_reduce}"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from mypy_extensions import mypyc_attr
 
@@ -20,6 +20,7 @@ from rackwise.cluster.allocation import SLICED, SLICES_PER_GPU, slices_of
 from rackwise.engine.contract import Decisions, Start
 from rackwise.engine.view import ClusterView
 from rackwise.errors import InvalidDecisionError
+from rackwise.frozen import pickled_by_constructor
 from rackwise.workload.state import state_of
 
 ONLY_IN_SIMULATION = "runs only in the simulator (a real cluster gives a GPU to one job at a time)"
@@ -36,6 +37,9 @@ class EngineSupport:
     forking_refused: str | None = f"a forked job (copies > 1) {ONLY_IN_SIMULATION}"
     sharing_refused: str | None = f"space sharing {ONLY_IN_SIMULATION}"
     fractions_refused: str | None = f"a fractional job {ONLY_IN_SIMULATION}"
+
+    def __reduce__(self) -> tuple[type, tuple[Any, ...]]:
+        return pickled_by_constructor(self)
 
 
 LIVE_CLUSTER = EngineSupport()

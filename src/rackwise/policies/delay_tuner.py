@@ -23,14 +23,18 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from mypy_extensions import mypyc_attr
+
+from rackwise.frozen import pickled_by_constructor
 from rackwise.policies.parts.locality import L0, L1
 
 if TYPE_CHECKING:
     from rackwise.engine.view import ClusterView
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(frozen=True, slots=True)
 class TimerUpdate:
     """One change the tuner made to a timer (a row of ``timer_log_``)."""
@@ -41,6 +45,9 @@ class TimerUpdate:
     old_s: float
     new_s: float
     reason: str
+
+    def __reduce__(self) -> tuple[type, tuple[Any, ...]]:
+        return pickled_by_constructor(self)
 
 
 def break_even_timer(gain_s: float, *, kappa: float = 0.5, max_timer_s: float = 14_400.0) -> float:
@@ -91,6 +98,7 @@ def _median(sorted_values: list[float]) -> float:
     return sorted_values[mid] if n % 2 else (sorted_values[mid - 1] + sorted_values[mid]) / 2.0
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class ClassProfile:
     """Per sensitivity class: σ at each level of every job seen, L0 durations of finished ones.
 
@@ -141,6 +149,7 @@ class ClassProfile:
         return self.penalty(cls, level) * self.duration_s(cls)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class RunningMean:
     """The mean of a growing series, as `statistics.fmean` of the whole series gives it, bit for
     bit, at a cost that does not grow with it: the exact partial sums that `math.fsum` keeps
@@ -172,6 +181,7 @@ class RunningMean:
         return math.fsum(self.partials) / self.n if self.n else math.nan
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class TimerTuner:
     """Run state of the auto-tuner: epoch signals and the log of updates.
 
