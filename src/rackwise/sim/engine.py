@@ -153,7 +153,9 @@ class Simulator:
         self._fork_overhead = capabilities.fork_overhead
         self._copy_efficiency = capabilities.copy_efficiency
         # Optional: models that track communication say how much of each step it takes.
-        self._comm_of = getattr(self.perf, "comm_per_iter_s", None)
+        # Typed, so that the compiled build unpacks the pair natively rather than as any iterable.
+        self._comm_of: Callable[[str], tuple[float, float]] | None = getattr(
+            self.perf, "comm_per_iter_s", None)
         # Optional: models that price two jobs on the same GPUs (space sharing).
         self._sharing_factor = getattr(self.perf, "sharing_factor", None)
         _check_policy_runs_fractions(self.jobs, policy)
