@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import os
+import pickle
 from collections.abc import Iterator
 from importlib.util import find_spec
 from pathlib import Path
@@ -82,3 +83,26 @@ def test_every_native_class_of_a_listed_module_can_be_pickled_once_compiled() ->
                 frozen_without_reduce.append(f"{name}.{node.name}")
     assert not unmarked, f"classes without @{marked}: {unmarked}"
     assert not frozen_without_reduce, f"frozen dataclasses without __reduce__: {frozen_without_reduce}"
+
+
+def test_a_live_policy_with_tuned_timers_survives_pickling_in_either_build() -> None:
+    # The compiled stage of CI runs this file: a compiled class of a live policy's state that
+    # cannot be unpickled (the tuner's log rows, frozen dataclasses) fails here.
+    from rackwise import traces
+    from rackwise.cluster.topology import uniform_cluster
+    from rackwise.engine.snapshot import pickle_policy
+    from rackwise.perf.model import NetworkPerf
+    from rackwise.policies.delay import Dally
+    from rackwise.sim.engine import Simulator
+
+    topology = uniform_cluster(8, 8, 4)
+    jobs = traces.load("philly_2017", first_n=400).drop_oversized(topology.n_gpus)
+    policy = Dally(timer_med_s=(30.0, 300.0), timer_high_s=(10.0, 400.0), tune_every_s=60.0, tune_every_starts=3)
+    simulator = Simulator(topology, jobs, policy, perf=NetworkPerf(), seed=0)
+    simulator.start()
+    while not policy.timer_log and simulator.step():
+        pass
+    assert policy.timer_log, "the tuner moved no timer: the test no longer covers its log"
+    twin = pickle.loads(pickle_policy(policy))
+    assert twin.timer_log == policy.timer_log
+    assert twin.schedule(simulator.view, simulator.now) == policy.schedule(simulator.view, simulator.now)
