@@ -328,13 +328,13 @@ def test_the_buckets_hold_exactly_the_waiting_jobs_after_every_decision(drawn, o
         for job_id, wait in waits.items():
             n_gpus = (sim.pending.get(job_id) or sim.running[job_id]).job.n_gpus
             expected.setdefault((n_gpus, wait.allowed), []).append(keys[job_id])
-        found = {where: bucket.live() for where, bucket in delay_state._buckets.items() if bucket.live()}
+        found = {where: bucket for where, bucket in delay_state._buckets.items() if bucket}
         assert found == {where: sorted(bucket) for where, bucket in expected.items()}
         timers = {(delay_state._deadline(wait), job_id) for job_id, wait in waits.items()}
         current = {entry for entry in delay_state._deadlines if delay_state._is_current(*entry)}
         assert current == {timer for timer in timers if timer[0] < math.inf}
         if delay_state._queue is not None:  # kept where passes walk the whole queue
-            assert delay_state._queue.live() == sorted(keys[job_id] for job_id in waits)
+            assert delay_state._queue == sorted(keys[job_id] for job_id in waits)
 
     with mock.patch.object(delay_scheduling, "_ONE_BY_ONE", one_by_one):
         for policy in (PhillyRelax(timeout_s=30.0), PhillyRelax(timeout_s=30.0, reserve_after_s=20.0),

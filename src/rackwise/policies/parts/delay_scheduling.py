@@ -51,64 +51,6 @@ from rackwise.workload.state import JobState
 # rebuild it (a sort, or a filter), which costs less than that many moves of its tail.
 _ONE_BY_ONE = 8
 
-FifoKey = tuple[float, str]
-
-
-@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
-class SortedKeys:
-    """FIFO keys kept sorted, where most keys leave from the front.
-
-    A bucket's jobs have one size and one allowed level, so they mostly start
-    oldest first: its keys leave from the front. A list would move all the
-    keys behind at each such removal; here ``head`` moves past it instead,
-    and the removed keys before it are cut away once they outnumber the live
-    ones. The live keys are ``keys[head:]``; readers search from ``head``.
-    """
-
-    __slots__ = ("head", "keys")
-
-    def __init__(self) -> None:
-        self.keys: list[FifoKey] = []
-        self.head = 0
-
-    def live(self) -> list[FifoKey]:
-        """The keys held, in order (a copy)."""
-        return self.keys[self.head:]
-
-    def add(self, added: list[FifoKey]) -> None:
-        """Add keys: one at a time, or all at once and sorted again."""
-        keys = self.keys
-        if len(added) <= _ONE_BY_ONE:
-            for key in added:
-                insort(keys, key, self.head)
-        else:  # one sort of the live keys and the new ones, which Timsort merges
-            del keys[:self.head]
-            self.head = 0
-            keys.extend(added)
-            keys.sort()
-
-    def remove(self, key: FifoKey) -> None:
-        """Remove a key held."""
-        keys, head = self.keys, self.head
-        i = bisect_left(keys, key, head)
-        if i > head:
-            del keys[i]
-        else:
-            head += 1
-        if head > len(keys) - head:  # more removed keys kept than live ones: cut them away
-            del keys[:head]
-            head = 0
-        self.head = head
-
-    def remove_all(self, gone: set[FifoKey]) -> None:
-        """Remove many keys held: one at a time, or in one filter."""
-        if len(gone) <= _ONE_BY_ONE:
-            for key in gone:
-                self.remove(key)
-        else:
-            self.keys = [key for key in self.live() if key not in gone]
-            self.head = 0
-
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 @dataclass(slots=True)
@@ -171,11 +113,11 @@ class DelayScheduling:
         self._fifo_key: dict[str, tuple[float, str]] = {}
         # The FIFO keys of the jobs with a wait, sorted, by (GPU count, allowed level): a pass
         # reaches the jobs that may act without reading those that cannot (`_indexed_order`).
-        self._buckets: dict[tuple[int, int], SortedKeys] = {}
+        self._buckets: dict[tuple[int, int], list[tuple[float, str]]] = {}
         # The same keys in one sorted list, kept only where FIFO passes walk the whole queue:
         # elsewhere a start, mostly near its front, would move all the rest of it for nothing.
-        self._queue: SortedKeys | None = (
-            SortedKeys() if params.ordering == "fifo" and not self._indexed() else None)
+        self._queue: list[tuple[float, str]] | None = (
+            [] if params.ordering == "fifo" and not self._indexed() else None)
         self._bucket_of: dict[str, tuple[int, int]] = {}
         self._relaxed: list[str] = []  # in this pass: their buckets follow at its end
         self._stale = False  # a wait was found whose job left the queue unannounced
@@ -300,10 +242,9 @@ class DelayScheduling:
         return self._in_fifo_order(pending)
 
     def _in_fifo_order(self, pending: Mapping[str, JobState]) -> Iterator[str]:
-        if self._queue is not None:
-            queue = self._queue.live()
-        else:  # a seldom walk: one sort of the buckets' runs, which Timsort merges
-            queue = sorted([key for bucket in self._buckets.values() for key in bucket.live()])
+        queue = self._queue
+        if queue is None:  # a seldom walk: one sort of the buckets' runs, which Timsort merges
+            queue = sorted([key for bucket in self._buckets.values() for key in bucket])
         for _, job_id in queue:
             if job_id in pending:
                 yield job_id
@@ -313,13 +254,14 @@ class DelayScheduling:
     def _dequeue(self, job_id: str) -> None:
         key = self._fifo_key[job_id]
         if self._queue is not None:
-            self._queue.remove(key)
-        self._buckets[self._bucket_of.pop(job_id)].remove(key)
+            del self._queue[bisect_left(self._queue, key)]
+        bucket = self._buckets[self._bucket_of.pop(job_id)]
+        del bucket[bisect_left(bucket, key)]
 
-    def _bucket(self, where: tuple[int, int]) -> SortedKeys:
+    def _bucket(self, where: tuple[int, int]) -> list[tuple[float, str]]:
         bucket = self._buckets.get(where)
         if bucket is None:
-            bucket = self._buckets[where] = SortedKeys()
+            bucket = self._buckets[where] = []
             self._buckets = dict(sorted(self._buckets.items()))  # by GPU count: a walk stops early
         return bucket
 
@@ -350,9 +292,14 @@ class DelayScheduling:
                 added.setdefault(moved_to, []).append(key)
         self._relaxed.clear()
         for where, keys in gone.items():
-            self._buckets[where].remove_all(keys)
+            bucket = self._buckets[where]
+            if len(keys) <= _ONE_BY_ONE:
+                for key in keys:
+                    del bucket[bisect_left(bucket, key)]
+            else:
+                bucket[:] = [key for key in bucket if key not in keys]
         for where, moved in added.items():
-            self._bucket(where).add(moved)
+            _merge(self._bucket(where), moved)
 
     def _new_waits(self, view: ClusterView) -> int:
         """A wait for every pending job without one (a new arrival, or a preempted job back
@@ -396,9 +343,9 @@ class DelayScheduling:
             if target < L2 and (deadline := since + self._limit(wait)) < math.inf:
                 heapq.heappush(deadlines, (deadline, job_id))
         if self._queue is not None:
-            self._queue.add([key for added in filed.values() for key in added])
+            _merge(self._queue, [key for added in filed.values() for key in added])
         for where, added in filed.items():
-            self._bucket(where).add(added)
+            _merge(self._bucket(where), added)
         return len(new)
 
     def _forget_gone(self, pending: Mapping[str, JobState]) -> None:
@@ -437,7 +384,7 @@ class DelayScheduling:
         for (_, level), bucket in self._buckets.items():
             if level >= L2:
                 continue
-            for _, job_id in bucket.live():
+            for _, job_id in bucket:
                 deadline = self._deadline(waits[job_id])
                 if deadline < math.inf:
                     heap.append((deadline, job_id))
@@ -603,13 +550,11 @@ class DelayScheduling:
         for (n_gpus, level), bucket in self._buckets.items():
             if n_gpus > n_free:
                 break
-            if n_gpus >= no_fit[level]:
+            if n_gpus >= no_fit[level] or not bucket:
                 continue
-            # `SortedKeys`' fields read in place: this runs for every bucket at each job a pass reads.
-            keys, head = bucket.keys, bucket.head
-            i = head if last is None else bisect_right(keys, last, head)
-            if i < len(keys) and (best is None or keys[i] < best):
-                best = keys[i]
+            i = 0 if last is None else bisect_right(bucket, last)
+            if i < len(bucket) and (best is None or bucket[i] < best):
+                best = bucket[i]
         return best
 
     def _expired_keys(self, pending: Mapping[str, JobState], now: float) -> list[tuple[float, str]]:
@@ -675,3 +620,13 @@ class DelayScheduling:
             wait.reserved = min(fits, key=lambda d: (-domain_free(free, wait.target, d), d))
         held = [g for g in domain_gpu_ids(topology, wait.target, wait.reserved) if free.is_free(g)]
         free.take(held)
+
+
+def _merge(keys: list[tuple[float, str]], added: list[tuple[float, str]]) -> None:
+    """Add ``added`` to the sorted ``keys``: one at a time, or all at once and sorted again."""
+    if len(added) <= _ONE_BY_ONE:
+        for key in added:
+            insort(keys, key)
+    else:  # one sort of the whole: a sorted run and the new keys, which Timsort merges
+        keys.extend(added)
+        keys.sort()
