@@ -46,7 +46,6 @@ COMPILED = [
     "src/rackwise/policies/parts/delay_placement.py",
     "src/rackwise/policies/parts/delay_scheduling.py",
     "src/rackwise/policies/parts/delay_wakes.py",
-    "src/rackwise/policies/parts/eviction.py",
     "src/rackwise/policies/parts/first_copies.py",
     "src/rackwise/policies/parts/forking.py",
     "src/rackwise/policies/parts/hadar_planning.py",

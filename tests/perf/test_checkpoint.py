@@ -28,11 +28,3 @@ def test_configurable() -> None:
                                   storage_read_gbytes_per_s=0.5))
     job = Job("a", 0.0, 1, 10.0, model_bytes=1e9)
     assert perf.restart_overhead_s(job) == pytest.approx(5.0 + 2.0 + 2.0)
-
-
-def test_each_checkpoint_size_is_priced_on_its_own() -> None:
-    perf = NetworkPerf()
-    small, large = Job("a", 0.0, 1, 10.0, model_bytes=1e9), Job("b", 0.0, 1, 10.0, model_bytes=4e9)
-    for job in (small, large, small):  # asked again, and after another size
-        # written at 1 GB/s, read at 2 GB/s, and 30 s
-        assert perf.restart_overhead_s(job) == pytest.approx(30.0 + 1.5 * job.model_bytes / 1e9)

@@ -93,8 +93,6 @@ class NetworkPerf:
         self.table = table
         self.assign_models = assign_models
         self.topology_: Topology | None = None
-        # seconds by checkpoint bytes: asked at every restart, and by preemption rules per running job
-        self._restart_s: dict[float, float] = {}
 
     def __repr__(self) -> str:
         return f"NetworkPerf(config={self.config!r}, assign_models={self.assign_models})"
@@ -260,16 +258,13 @@ class NetworkPerf:
         return out
 
     def restart_overhead_s(self, job: Job) -> float:
+        cfg = self.config
         nbytes = job.model_bytes
         if not nbytes and job.model in CATALOGUE:
             nbytes = CATALOGUE[job.model].checkpoint_bytes
-        seconds = self._restart_s.get(nbytes)
-        if seconds is None:
-            cfg = self.config
-            seconds = self._restart_s[nbytes] = restart_overhead_s(
-                nbytes, write_gbytes_per_s=cfg.storage_write_gbytes_per_s,
-                read_gbytes_per_s=cfg.storage_read_gbytes_per_s, fixed_s=cfg.restart_fixed_s)
-        return seconds
+        return restart_overhead_s(nbytes, write_gbytes_per_s=cfg.storage_write_gbytes_per_s,
+                                  read_gbytes_per_s=cfg.storage_read_gbytes_per_s,
+                                  fixed_s=cfg.restart_fixed_s)
 
     def sharing_factor(self, job: Job, partner: Job, gpu_type: str) -> float:
         """Share of its speed ``job`` keeps beside ``partner`` on the same GPUs (`SharedGpus`).

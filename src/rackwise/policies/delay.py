@@ -32,7 +32,6 @@ from rackwise.policies.base import BasePolicy, Decisions, Start
 from rackwise.policies.delay_tuner import ClassProfile, TimerTuner, TimerUpdate, break_even_timer
 from rackwise.policies.parts.delay_parameters import DelayParameters
 from rackwise.policies.parts.delay_scheduling import DelayScheduling, WaitState
-from rackwise.policies.parts.eviction import CLASS_RANK, evictable_holders
 from rackwise.policies.parts.locality import (
     L0,
     L1,
@@ -51,6 +50,7 @@ from rackwise.policies.parts.locality import (
 from rackwise.workload.job import Job
 from rackwise.workload.state import JobState
 
+_RANK = {"low": 0, "med": 1, "high": 2}
 _TIMED = ("med", "high")  # classes whose timers wait; ``low`` never waits (digest §3.1)
 # After a migration its old GPUs are free, but only the next pass can give them
 # to a waiting job: ask for that pass right away rather than at the next event.
@@ -418,7 +418,7 @@ class Dally(DelayParameters, BasePolicy):
         ``memo``: clearings already worked out on these free GPUs and victims, kept by the caller
         for as long as neither changes.
         """
-        rank = CLASS_RANK[wait.cls]
+        rank = _RANK[wait.cls]
         if not (rank == 2 or (rank == 1 and self.preempt_med)):
             return None
         level, n_gpus = wait.allowed, state.job.n_gpus
@@ -432,9 +432,12 @@ class Dally(DelayParameters, BasePolicy):
         else:
             holders = memo.holders.get(rank)
             if holders is None:
-                holders = memo.holders[rank] = evictable_holders(
-                    view, self.delay_, rank, now, victims, self.sigma_of_, min_run_s=self.min_run_s,
-                    max_preemptions=self.max_preemptions, payback=self.preempt_payback)
+                holders = memo.holders[rank] = [
+                    (job_id, other.gpu_ids,
+                     (len(other.gpu_ids) * view.perf.restart_overhead_s(other.job),
+                      1, self.sigma_of_.get(job_id, 0.0)))
+                    for job_id, other in sorted(view.running.items())
+                    if job_id not in victims and self._may_evict(view, other, rank, now)]
             candidates = memo.candidates.get((rank, level))
             if candidates is None:
                 candidates = memo.candidates[rank, level] = clearing_candidates(view.topology, level, holders)
@@ -541,4 +544,12 @@ class Dally(DelayParameters, BasePolicy):
             return None
         to_level = placement_level(view.topology, gpus)
         return Migration(now, state.job_id, level, to_level, gain_s, restart_s), gpus
+
+    def _may_evict(self, view: ClusterView, other: JobState, rank: int, now: float) -> bool:
+        # a run of at least min_run_s also covers "not itself started by a recent preemption"
+        return (_RANK[self.delay_.class_of(view, other.job)] < rank
+                and now - other.run_start >= self.min_run_s
+                and other.n_preemptions < self.max_preemptions
+                and (self.preempt_payback  # the pay-back test reads no remaining work
+                     or other.finish_eta() - now > view.perf.restart_overhead_s(other.job)))
 
