@@ -277,6 +277,18 @@ def test_preemption_respects_min_run_time() -> None:
     assert run.start("F") == (2000.0, N0)
 
 
+@pytest.mark.parametrize(("restore_s", "evicted"), [(45.0, False), (20.0, True)])
+def test_without_the_payback_test_a_victim_must_outlast_its_restore(restore_s: float, evicted: bool) -> None:
+    """§7.12 with E ending at 760: at 730 it has 30 s left, less than a 45 s restore
+    (F waits for it) and more than a 20 s one (E goes)."""
+    perf = SpanPerf({"lm": (1.0, 1.0), "resnet": (0.05, 0.05)}, restore_s=restore_s)
+    jobs = [job("E", 0, 2, 760, LOW, "resnet"), job("H", 0, 4, 10_000, HIGH, "lm"),
+            job("F", 700, 4, 1000, HIGH, "lm")]
+    run = Run(TOY, jobs, earlier_dally(timer_high_s=(30.0, 30.0), autotune=False), perf)
+    assert run.records["E"].n_preemptions == int(evicted)
+    assert run.start("F")[0] == (730.0 if evicted else 760.0)
+
+
 def test_a_high_job_is_never_a_victim() -> None:
     run = Run(TOY, _preempt_case(700, e_sens=HIGH), earlier_dally(timer_high_s=(30.0, 30.0), autotune=False))
     assert run.records["E"].n_preemptions == 0
