@@ -18,8 +18,9 @@ Each figure is measured in fresh processes (so max RSS belongs to one run):
   A prefix of the trace ten times as long would mix in the trace's busier
   months, whose longer queues cost more per job.
 * ``network-ratio``: ``speed`` under both models, and the network model's
-  CPU time over the ideal one's, with each run's steps and mean queue
-  (``mean_pending``, jobs waiting after a step, averaged over steps).
+  CPU time over the ideal one's, of the least of ``--repeat`` runs of each
+  (run in turn), with each run's steps and mean queue (``mean_pending``,
+  jobs waiting after a step, averaged over steps).
 * ``process``: the whole ``rackwise simulate --trace T --policy P`` command
   (the ``rackwise`` beside this Python), ``--repeat`` times in turn: wall
   and CPU seconds of each, from start to exit (imports, reading the trace,
@@ -274,11 +275,7 @@ def linearity(policy: str, trace: str, n_small: int, limit_s: float,
         # the copies keep the cluster fuller than one copy that starts empty and drains.
         "n_steps_small": small.get("n_steps"), "n_steps_large": large.get("n_steps"),
         "mean_running_small": small.get("mean_running"), "mean_running_large": large.get("mean_running")}
-    for runs in (smalls, larges):
-        hashes = [run["records_sha256"] for run in runs if "records_sha256" in run]
-        if len(set(hashes)) > 1:  # a deterministic run has one
-            return {**row, "error": f"the repeated runs' records differ: {hashes}"}
-    return _with_ratio(row, small, large)
+    return _with_ratio(row, small, large, smalls, larges)
 
 
 def _least(runs: list[dict[str, object]]) -> dict[str, object]:
@@ -290,24 +287,38 @@ def _least(runs: list[dict[str, object]]) -> dict[str, object]:
 
 
 def network_ratio(policy: str, trace: str, first_n: int | None, start_s: float | None,
-                  limit_s: float) -> dict[str, object]:
-    """``speed`` under the ideal model and under the network model, and the CPU time's ratio."""
-    ideal = in_fresh_process("speed", (policy, trace, first_n, 1, start_s, "ideal"), limit_s)
-    network = in_fresh_process("speed", (policy, trace, first_n, 1, start_s, "network"), limit_s)
+                  limit_s: float, repeat: int = 1) -> dict[str, object]:
+    """``speed`` under the ideal model and under the network model, ``repeat`` times each in
+    turn, and the ratio of their least CPU times (as `linearity`'s: the machine's jitter only
+    ever adds time, and a ratio near its target moves by more than its margin from run to run)."""
+    ideals, networks = [], []
+    for _ in range(repeat):
+        ideals.append(in_fresh_process("speed", (policy, trace, first_n, 1, start_s, "ideal"), limit_s))
+        networks.append(in_fresh_process("speed", (policy, trace, first_n, 1, start_s, "network"), limit_s))
+    ideal, network = _least(ideals), _least(networks)
     return _with_ratio({"figure": "network-ratio", "policy": policy, "trace": trace,
                         "n_jobs": ideal.get("n_jobs"), "cpu_s_ideal": ideal.get("cpu_s"),
                         "cpu_s_network": network.get("cpu_s"),
+                        "cpu_s_ideal_runs": [run.get("cpu_s") for run in ideals],
+                        "cpu_s_network_runs": [run.get("cpu_s") for run in networks],
                         # A model that slows jobs down lengthens the queue, which a policy that
                         # reads every waiting job at every step pays for: the regime, shown.
                         "n_steps_ideal": ideal.get("n_steps"), "n_steps_network": network.get("n_steps"),
                         "mean_pending_ideal": ideal.get("mean_pending"),
                         "mean_pending_network": network.get("mean_pending"),
                         "records_sha256_ideal": ideal.get("records_sha256"),
-                        "records_sha256_network": network.get("records_sha256")}, ideal, network)
+                        "records_sha256_network": network.get("records_sha256")},
+                       ideal, network, ideals, networks)
 
 
-def _with_ratio(row: dict[str, object], base: dict[str, object], other: dict[str, object]) -> dict[str, object]:
-    """``row`` with ``other``'s CPU time over ``base``'s, or, when either run has none, why."""
+def _with_ratio(row: dict[str, object], base: dict[str, object], other: dict[str, object],
+                *repeats: list[dict[str, object]]) -> dict[str, object]:
+    """``row`` with ``other``'s CPU time over ``base``'s, or, when either run has none or the
+    runs of one of ``repeats`` (the same arguments each) keep different records, why."""
+    for runs in repeats:
+        hashes = [run["records_sha256"] for run in runs if "records_sha256" in run]
+        if len(set(hashes)) > 1:  # a deterministic run has one
+            return {**row, "error": f"the repeated runs' records differ: {hashes}"}
     base_s, other_s = base.get("cpu_s"), other.get("cpu_s")
     if isinstance(base_s, float) and isinstance(other_s, float):
         return {**row, "cpu_ratio": round(other_s / max(base_s, 1e-3), 2)}
@@ -353,7 +364,7 @@ def main() -> None:
                                        args.limit_s)
                 rows.append({"figure": "speed", "policy": policy, "trace": trace, "perf": args.perf, **row})
         elif args.figure == "network-ratio":
-            rows = [network_ratio(policy, trace, args.first_n, args.start_s, args.limit_s)
+            rows = [network_ratio(policy, trace, args.first_n, args.start_s, args.limit_s, args.repeat)
                     for trace in args.traces.split(",")]
         elif args.figure == "process":
             rows = [process(policy, trace, args.repeat) for trace in args.traces.split(",")]

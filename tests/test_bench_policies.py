@@ -65,7 +65,7 @@ def test_an_unknown_model_is_refused_in_one_line() -> None:
 
 def test_the_network_ratio_is_the_network_model_run_over_the_ideal_one() -> None:
     done = subprocess.run([sys.executable, str(SCRIPT), "network-ratio", "--policies", "fifo", "--traces",
-                           "philly_2017", "--first-n", str(FIRST_N)],
+                           "philly_2017", "--first-n", str(FIRST_N), "--repeat", "1"],
                           capture_output=True, text=True, check=True)
     (row,) = [json.loads(line) for line in done.stdout.splitlines()]
     from rackwise.perf.model import NetworkPerf
@@ -132,6 +132,27 @@ def test_linearity_is_the_ratio_of_the_least_times_of_its_repeats(bench: ModuleT
     assert row["cpu_s_small_runs"] == [0.4, 0.25, 0.3] and row["cpu_s_large_runs"] == [3.0, 3.5, 2.9]
     assert (row["n_steps_small"], row["n_steps_large"], row["mean_running_small"], row["mean_running_large"]) \
         == (20, 230, 4.5, 5.5)  # of the runs the ratio is of
+
+
+def test_the_network_ratio_is_of_the_least_times_of_its_repeats(bench: ModuleType,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    ideal, network = {"records_sha256": "a"}, {"records_sha256": "b"}
+    asked = _scripted_runs(bench, monkeypatch, [{**ideal, "cpu_s": 2.1}, {**network, "cpu_s": 4.0},
+                                                {**ideal, "cpu_s": 2.0, "n_steps": 7}, {**network, "cpu_s": 4.4},
+                                                {**ideal, "cpu_s": 2.2}, {**network, "cpu_s": 3.9, "n_steps": 9}])
+    row = bench.network_ratio("dally", "itp_2021", None, None, 60.0, repeat=3)
+    assert [args[-1] for args in asked] == ["ideal", "network"] * 3  # the two models in turn
+    assert (row["cpu_s_ideal"], row["cpu_s_network"], row["cpu_ratio"]) == (2.0, 3.9, 1.95)
+    assert row["cpu_s_ideal_runs"] == [2.1, 2.0, 2.2] and row["cpu_s_network_runs"] == [4.0, 4.4, 3.9]
+    assert (row["n_steps_ideal"], row["n_steps_network"]) == (7, 9)  # of the runs the ratio is of
+
+
+def test_the_network_ratio_gives_none_when_its_repeats_keep_different_records(
+        bench: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    _scripted_runs(bench, monkeypatch, [{"cpu_s": 2.0, "records_sha256": "a"}, {"cpu_s": 4.0, "records_sha256": "b"},
+                                        {"cpu_s": 2.0, "records_sha256": "a"}, {"cpu_s": 4.0, "records_sha256": "c"}])
+    row = bench.network_ratio("dally", "itp_2021", None, None, 60.0, repeat=2)
+    assert "cpu_ratio" not in row and "records differ" in str(row["error"])
 
 
 @pytest.mark.parametrize(("runs", "says"), [
