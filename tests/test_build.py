@@ -57,6 +57,43 @@ def test_a_search_that_reads_the_head_of_its_victims_reads_no_further_in_either_
     assert next(victims) == (4.0, victim)
 
 
+def test_no_listed_module_nests_a_generator_in_a_function() -> None:
+    # Compiled, a generator defined inside a function (a closure) raises AttributeError
+    # ("'__mypyc_env__' ... undefined") when asked for a next item once spent, where Python ends it.
+    nested = []
+    for name in compiled_modules():
+        path = SETUP.parent / "src" / (name.replace(".", "/") + ".py")
+        for outer in ast.walk(ast.parse(path.read_text())):
+            if isinstance(outer, ast.FunctionDef):
+                nested += [f"{name}.{outer.name}.{inner.name}" for inner in ast.walk(outer)
+                           if inner is not outer and isinstance(inner, ast.FunctionDef)
+                           and any(isinstance(n, ast.Yield | ast.YieldFrom) for n in ast.walk(inner))]
+    assert not nested, f"generators nested in functions: {nested}"
+
+
+def test_a_preemption_pass_that_runs_out_of_victims_goes_on_in_either_build() -> None:
+    # T1 fits nowhere even once R, the only victim, is gone; T2 then finds no victim left.
+    from rackwise.cluster.topology import uniform_cluster
+    from rackwise.perf.base import IdealPerf
+    from rackwise.policies.fifo import Fifo
+    from rackwise.policies.parts.ordering import RankedQueue, preempt_ranked
+    from rackwise.sim.engine import Simulator
+    from rackwise.workload.job import Job
+    from rackwise.workload.state import RUNNING, JobState
+
+    sim = Simulator(uniform_cluster(1, 4, 1), [], Fifo(), perf=IdealPerf())
+    sim.start()
+    running = sim.running["R"] = JobState(Job("R", 0.0, 2, 100.0))
+    running.status, running.gpu_ids = RUNNING, (0, 1)
+    sim.allocation.allocate("R", (0, 1))
+    queue = RankedQueue()
+    for key, n_gpus in (((0, "T1"), 2), ((1, "T2"), 1)):
+        sim.pending[str(key[1])] = JobState(Job(str(key[1]), 0.0, n_gpus, 10.0))
+        queue.add(str(key[1]), n_gpus, key)
+    decided = preempt_ranked(sim.view, [(5, "R")], [2], queue, lambda free, state: None)
+    assert (decided.start, decided.preempt) == ((), ("R",))
+
+
 def _is_native(node: ast.ClassDef) -> bool:
     """Whether mypyc compiles the class as a native class (not a protocol, tuple, enum or error)."""
     bases = {ast.unparse(base) for base in node.bases}

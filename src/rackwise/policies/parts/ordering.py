@@ -10,8 +10,9 @@ with the length of the queue.
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
+from itertools import chain
 
 import numpy as np
 from mypy_extensions import mypyc_attr
@@ -370,15 +371,9 @@ def preempt_ranked(view: ClusterView, running_keys: Sequence[tuple[object, ...]]
         return Decisions()
 
     running = view.running
-
-    def victims() -> Iterator[JobState]:
-        # Lowest-ranked first: everything after the target, then the misfits inside it.
-        for position in range(n_running - 1, index - 1, -1):
-            yield running[str(running_keys[position][-1])]
-        for position in reversed(misfits):
-            yield running[str(running_keys[position][-1])]
-
-    spare = victims()
+    # The victims' positions, lowest-ranked first: everything after the target, then the misfits
+    # inside it. Not a nested generator: compiled, one asked again once spent raises instead of ending.
+    spare = chain(range(n_running - 1, index - 1, -1), reversed(misfits))
     free = view.tentative()
     starts: list[Start] = []
     preempted: list[str] = []
@@ -387,9 +382,10 @@ def preempt_ranked(view: ClusterView, running_keys: Sequence[tuple[object, ...]]
         # No placement finds n GPUs among fewer free ones, so skip those attempts.
         gpus = place(free, state) if n_gpus <= free.n_free else None
         while gpus is None:
-            victim = next(spare, None)
-            if victim is None:
+            position = next(spare, -1)
+            if position < 0:
                 break
+            victim = running[str(running_keys[position][-1])]
             free.give(victim.gpu_ids)
             preempted.append(victim.job_id)
             if n_gpus <= free.n_free:
