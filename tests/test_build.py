@@ -87,9 +87,9 @@ def test_a_preemption_pass_that_runs_out_of_victims_goes_on_in_either_build() ->
     running.status, running.gpu_ids = RUNNING, (0, 1)
     sim.allocation.allocate("R", (0, 1))
     queue = RankedQueue()
-    for key, n_gpus in (((0, "T1"), 2), ((1, "T2"), 1)):
-        sim.pending[str(key[1])] = JobState(Job(str(key[1]), 0.0, n_gpus, 10.0))
-        queue.add(str(key[1]), n_gpus, key)
+    for rank, job_id, n_gpus in ((0, "T1", 2), (1, "T2", 1)):
+        sim.pending[job_id] = JobState(Job(job_id, 0.0, n_gpus, 10.0))
+        queue.add(job_id, n_gpus, (rank, job_id))
     decided = preempt_ranked(sim.view, [(5, "R")], [2], queue, lambda free, state: None)
     assert (decided.start, decided.preempt) == ((), ("R",))
 
