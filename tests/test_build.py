@@ -28,6 +28,13 @@ def compiled_modules() -> list[str]:
     raise AssertionError("setup.py has no COMPILED list")
 
 
+def compiled_sources() -> Iterator[tuple[str, ast.Module]]:
+    """Each module ``setup.py`` compiles, by name, with its parsed source."""
+    for name in compiled_modules():
+        path = SETUP.parent / "src" / (name.replace(".", "/") + ".py")
+        yield name, ast.parse(path.read_text())
+
+
 def test_the_listed_modules_are_compiled_exactly_when_the_build_says_so() -> None:
     expected = os.environ.get("RACKWISE_EXPECT_COMPILED") == "1"
     modules = compiled_modules()
@@ -61,9 +68,8 @@ def test_no_listed_module_nests_a_generator_in_a_function() -> None:
     # Compiled, a generator defined inside a function (a closure) raises AttributeError
     # ("'__mypyc_env__' ... undefined") when asked for a next item once spent, where Python ends it.
     nested = []
-    for name in compiled_modules():
-        path = SETUP.parent / "src" / (name.replace(".", "/") + ".py")
-        for outer in ast.walk(ast.parse(path.read_text())):
+    for name, tree in compiled_sources():
+        for outer in ast.walk(tree):
             if isinstance(outer, ast.FunctionDef):
                 nested += [f"{name}.{outer.name}.{inner.name}" for inner in ast.walk(outer)
                            if inner is not outer and isinstance(inner, ast.FunctionDef)
@@ -107,9 +113,8 @@ def test_every_native_class_of_a_listed_module_can_be_pickled_once_compiled() ->
     # dataclass unpickles only through its constructor (`rackwise.frozen.pickled_by_constructor`).
     marked = "mypyc_attr(serializable=True, allow_interpreted_subclasses=True)"
     unmarked, frozen_without_reduce = [], []
-    for name in compiled_modules():
-        path = SETUP.parent / "src" / (name.replace(".", "/") + ".py")
-        for node in ast.walk(ast.parse(path.read_text())):
+    for name, tree in compiled_sources():
+        for node in ast.walk(tree):
             if not isinstance(node, ast.ClassDef) or not _is_native(node):
                 continue
             decorators = {ast.unparse(decorator) for decorator in node.decorator_list}
