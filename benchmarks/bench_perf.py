@@ -41,13 +41,21 @@ class _Recording:
         self.inner = inner
         self.answers: dict[str, list[object]] = {}
 
+    @property
+    def comm_per_iter(self) -> object:
+        return self.inner.comm_per_iter  # type: ignore[attr-defined]
+
     def __getattr__(self, name: str) -> object:
         method = getattr(self.inner, name)
         kept = self.answers.setdefault(name, [])
+        comm = self.answers.setdefault("comm_per_iter", []) if name == "rates" else None
 
         def recorded(*args, **kwargs):  # type: ignore[no-untyped-def]
             answer = method(*args, **kwargs)
             kept.append(answer)
+            if comm is not None:  # the engine reads the re-rated jobs' entries right after
+                table = self.inner.comm_per_iter  # type: ignore[attr-defined]
+                comm.append({job_id: table[job_id] for job_id in answer if job_id in table})
             return answer
         return recorded
 
@@ -57,9 +65,17 @@ class _Replay:
 
     def __init__(self, answers: dict[str, list[object]]) -> None:
         self._next = {name: iter(values).__next__ for name, values in answers.items()}
-        for name in ("rate", "rates", "restart_overhead_s", "comm_per_iter_s", "sharing_factor"):
+        for name in ("rate", "rates", "restart_overhead_s", "sharing_factor"):
             if name in answers:
                 setattr(self, name, self._replayed(name))
+        if "comm_per_iter" in answers:  # each `rates` answer brings its jobs' entries
+            self.comm_per_iter: dict[str, tuple[float, float]] = {}
+            rates, entries = self.rates, self._next["comm_per_iter"]
+
+            def replayed_rates(*args, **kwargs):  # type: ignore[no-untyped-def]
+                self.comm_per_iter.update(entries())
+                return rates(*args, **kwargs)
+            self.rates = replayed_rates
 
     def _replayed(self, name: str):  # type: ignore[no-untyped-def]
         take = self._next[name]

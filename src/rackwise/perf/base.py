@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import numpy as np
 from mypy_extensions import mypyc_attr
@@ -49,17 +49,22 @@ class PerfModel(Protocol):
         ...
 
 
+NO_COMM: Final = (0.0, 0.0)  # the communication figures of a job that communicates nothing
+
+
 class CommAccounting(Protocol):
     """Optional extra of a `PerfModel`: communication time per iteration.
 
-    An engine that finds ``comm_per_iter_s`` on its model calls it right after
-    each new rate from ``rates`` and charges ``iterations x`` the figures to
-    the job until its rate changes again. Models without it (`IdealPerf`)
-    report no communication.
+    An engine that finds ``comm_per_iter`` on its model reads a job's entry
+    right after each new rate from ``rates`` (no entry: `NO_COMM`) and
+    charges ``iterations x`` the figures to the job until its rate changes
+    again. Models without it (`IdealPerf`) report no communication.
     """
 
-    def comm_per_iter_s(self, job_id: str) -> tuple[float, float]:
-        """(communication seconds, of which beyond a fully consolidated placement) per iteration."""
+    @property
+    def comm_per_iter(self) -> dict[str, tuple[float, float]]:
+        """Per running job, (communication seconds, of which beyond a fully consolidated placement)
+        per iteration at its current rate: the model's own table, kept current by ``rates``."""
         ...
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from rackwise.perf.base import NO_COMM
 from rackwise.perf.comm import LINK_NAMES, UPLINK
-from rackwise.perf.placed import NO_COMM, Placed
+from rackwise.perf.placed import Placed
 from rackwise.perf.running_index import RunningIndex
 from rackwise.perf.views import Neighbours, Sharing
 from rackwise.workload.state import JobState

@@ -41,6 +41,7 @@ from mypy_extensions import mypyc_attr
 
 from rackwise.cluster.topology import Topology
 from rackwise.errors import InputError
+from rackwise.perf.base import NO_COMM
 from rackwise.perf.breakdown import INF, IterationBreakdown
 from rackwise.perf.catalogue import CATALOGUE, assign_models
 from rackwise.perf.checkpoint import restart_overhead_s
@@ -275,9 +276,15 @@ class NetworkPerf:
         self._bound()
         return 1.0 - self.interference_.slowdown(job.model or "", partner.model or "", gpu_type)
 
+    @property
+    def comm_per_iter(self) -> dict[str, tuple[float, float]]:
+        """`CommAccounting`'s table: per running job, (communication seconds, of which beyond
+        consolidated) per step at its current rate; a job without an entry communicates nothing."""
+        return self._comm_now
+
     def comm_per_iter_s(self, job_id: str) -> tuple[float, float]:
         """(communication seconds, of which beyond consolidated) per step at the current rate."""
-        return self._comm_now.get(job_id, (0.0, 0.0))
+        return self._comm_now.get(job_id, NO_COMM)
 
     # ------------------------------------------------------------ explanations
     def iteration_breakdown(self, job: Job, gpu_ids: tuple[int, ...],

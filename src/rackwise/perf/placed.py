@@ -9,8 +9,6 @@ from mypy_extensions import mypyc_attr
 from rackwise.perf.comm import Level
 from rackwise.workload.job import Parallelism
 
-NO_COMM = (0.0, 0.0)  # comm_pair of a placement that communicates nothing
-
 
 def is_mixed(par: Parallelism | None, n_gpus: int) -> TypeGuard[Parallelism]:
     """A job priced on its worker mapping: tensor or pipeline parallel over all its GPUs."""

@@ -15,6 +15,7 @@ from typing import Final
 from mypy_extensions import mypyc_attr
 
 from rackwise.cluster.topology import Topology
+from rackwise.perf.base import NO_COMM
 from rackwise.perf.breakdown import INF
 from rackwise.perf.catalogue import CATALOGUE
 from rackwise.perf.comm import (
@@ -27,7 +28,7 @@ from rackwise.perf.comm import (
 )
 from rackwise.perf.config import PerfConfig
 from rackwise.perf.graph_placement import placement_cost
-from rackwise.perf.placed import NO_COMM, Placed, comm_pair, is_mixed
+from rackwise.perf.placed import Placed, comm_pair, is_mixed
 from rackwise.perf.pricing import StepPricing
 from rackwise.workload.job import Job, Parallelism
 from rackwise.workload.state import JobState

@@ -29,7 +29,7 @@ from rackwise.engine.seeding import history_rng, run_generators
 from rackwise.engine.view import ClusterView
 from rackwise.errors import InputError, RackwiseError
 from rackwise.metrics.records import JobRecord, Timeline, build_record
-from rackwise.perf.base import IdealPerf, PerfModel, forked_rate
+from rackwise.perf.base import NO_COMM, IdealPerf, PerfModel, forked_rate
 from rackwise.sim.collector import long_lived_objects
 from rackwise.sim.events import NO_PAYLOAD, CompletionKey, Event, EventKind
 from rackwise.workload.job import Job
@@ -152,10 +152,6 @@ class Simulator:
         self._round_s = capabilities.round_s
         self._fork_overhead = capabilities.fork_overhead
         self._copy_efficiency = capabilities.copy_efficiency
-        # Optional: models that track communication say how much of each step it takes.
-        # Typed, so that the compiled build unpacks the pair natively rather than as any iterable.
-        self._comm_of: Callable[[str], tuple[float, float]] | None = getattr(
-            self.perf, "comm_per_iter_s", None)
         # Optional: models that price two jobs on the same GPUs (space sharing).
         self._sharing_factor = getattr(self.perf, "sharing_factor", None)
         _check_policy_runs_fractions(self.jobs, policy)
@@ -472,10 +468,12 @@ class Simulator:
         self.records.append(_record(state))
 
     def _update_rates(self, changed: set[str], now: float) -> None:
-        running, comm_of, heap, seq, running_log = (self.running, self._comm_of, self._heap, self._n_pushed,
-                                                    self._running_log)
+        running, heap, seq, running_log = self.running, self._heap, self._n_pushed, self._running_log
         # Sorted: the order of a set of strings changes between processes.
         new_rates = self.perf.rates(running, sorted(changed))
+        # Optional: models that track communication say how much of each step it takes
+        # (`rackwise.perf.base.CommAccounting`): a dict, so that the compiled build reads it natively.
+        comm: dict[str, tuple[float, float]] | None = getattr(self.perf, "comm_per_iter", None)
         for job_id in sorted(new_rates):
             state = running[job_id]
             rate = new_rates[job_id]
@@ -490,8 +488,8 @@ class Simulator:
                 continue
             state.advance(now)
             state.rate_iters_per_s = rate
-            if comm_of is not None:
-                state.comm_s_per_iter, state.comm_extra_s_per_iter = comm_of(job_id)
+            if comm is not None:
+                state.comm_s_per_iter, state.comm_extra_s_per_iter = comm.get(job_id, NO_COMM)
             version = state.version = state.version + 1
             running_log.append(job_id)
             # `finish_eta` and `_push` inlined: this runs for every re-rated job.
