@@ -14,7 +14,7 @@ import time as wallclock
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import numpy as np
 from mypy_extensions import mypyc_attr
@@ -29,7 +29,7 @@ from rackwise.engine.seeding import history_rng, run_generators
 from rackwise.engine.view import ClusterView
 from rackwise.errors import InputError, RackwiseError
 from rackwise.metrics.records import JobRecord, Timeline, build_record
-from rackwise.perf.base import NO_COMM, IdealPerf, PerfModel, forked_rate
+from rackwise.perf.base import NO_COMM, CommAccounting, IdealPerf, PerfModel, forked_rate
 from rackwise.sim.collector import long_lived_objects
 from rackwise.sim.events import NO_PAYLOAD, CompletionKey, Event, EventKind
 from rackwise.workload.job import Job
@@ -152,6 +152,8 @@ class Simulator:
         self._round_s = capabilities.round_s
         self._fork_overhead = capabilities.fork_overhead
         self._copy_efficiency = capabilities.copy_efficiency
+        # Optional: models that track communication say how much of each step it takes.
+        self._tracks_comm = hasattr(self.perf, "comm_per_iter")
         # Optional: models that price two jobs on the same GPUs (space sharing).
         self._sharing_factor = getattr(self.perf, "sharing_factor", None)
         _check_policy_runs_fractions(self.jobs, policy)
@@ -471,9 +473,8 @@ class Simulator:
         running, heap, seq, running_log = self.running, self._heap, self._n_pushed, self._running_log
         # Sorted: the order of a set of strings changes between processes.
         new_rates = self.perf.rates(running, sorted(changed))
-        # Optional: models that track communication say how much of each step it takes
-        # (`rackwise.perf.base.CommAccounting`): a dict, so that the compiled build reads it natively.
-        comm: dict[str, tuple[float, float]] | None = getattr(self.perf, "comm_per_iter", None)
+        # A dict, so that the compiled build reads it natively.
+        comm = cast(CommAccounting, self.perf).comm_per_iter if self._tracks_comm else None
         for job_id in sorted(new_rates):
             state = running[job_id]
             rate = new_rates[job_id]
