@@ -17,7 +17,7 @@ from mypy_extensions import mypyc_attr
 from rackwise.cluster.topology import Topology
 from rackwise.perf.base import NO_COMM
 from rackwise.perf.breakdown import INF
-from rackwise.perf.catalogue import CATALOGUE
+from rackwise.perf.catalogue import CATALOGUE, ModelSpec
 from rackwise.perf.comm import (
     Level,
     latency_s,
@@ -32,6 +32,10 @@ from rackwise.perf.placed import Placed, comm_pair, is_mixed
 from rackwise.perf.pricing import StepPricing
 from rackwise.workload.job import Job, Parallelism
 from rackwise.workload.state import JobState
+
+# A data-parallel placement's (compute_s, base_gbps, dyn_bits, ref_comm_s, crosses, static_comm_s,
+# comm_pair): all that its model, size, level and GPU types decide.
+_DataParallelPrices = tuple[float, float, float, float, bool, float, tuple[float, float]]
 
 # Read once: a member written as `Level.NODE` in a function is looked up on its class at each use.
 _NODE: Final = Level.NODE
@@ -62,6 +66,8 @@ class Placing:
         self._overlap = config.exposed_comm_frac
         # a one-GPU job's compute per step by (model, gradient bytes, GPU type): `place`'s common case
         self._one_gpu_compute: dict[tuple[str | None, float, str], float] = {}
+        # a data-parallel placement's prices by (model, gradient bytes, GPUs, level, GPU types)
+        self._data_parallel: dict[tuple[str, float, int, Level, object], _DataParallelPrices] = {}
 
     def place(self, job: Job, gpu_ids: tuple[int, ...]) -> Placed:
         placed = Placed()
@@ -116,37 +122,43 @@ class Placing:
         placed.ideal_rate = 0.0
         n = len(gpu_ids)
         gradient_bytes = job.gradient_bytes or spec.gradient_bytes
-        compute = max(self.pricing.compute_s(spec, n, t, gradient_bytes) for t in types)
         par = job.parallelism
         if is_mixed(par, n):
             # mixed parallel: its traffic depends on which worker runs on which GPU
+            compute = max(self.pricing.compute_s(spec, n, t, gradient_bytes) for t in types)
             placed.compute_s = compute * (1.0 + pipeline_bubble_frac(
                 par.pipeline, self.config.pipeline_microbatches))
             return self.place_mapped(placed, job, par, level)
-        placed.compute_s = compute
+        priced = (spec.name, gradient_bytes, n, level, placed.gpu_type if len(types) == 1 else tuple(sorted(types)))
+        prices = self._data_parallel.get(priced)
+        if prices is None:
+            prices = self._data_parallel[priced] = self._price_data_parallel(spec, n, level, types, gradient_bytes)
+        (placed.compute_s, placed.base_gbps, placed.dyn_bits, placed.ref_comm_s, placed.crosses,
+         placed.static_comm_s, placed.comm_pair) = prices
+        placed.cross_terms = None
+        return placed
+
+    def _price_data_parallel(self, spec: ModelSpec, n: int, level: Level, types: set[str],
+                             gradient_bytes: float) -> _DataParallelPrices:
+        """What a data-parallel placement's step costs, from its model, size, level and GPU types."""
+        compute = max(self.pricing.compute_s(spec, n, t, gradient_bytes) for t in types)
         base = level_bandwidth_gbps(self._links, level)
-        placed.base_gbps = base
         overlap = self._overlap
         # data-parallel ring over all the GPUs, through the bottleneck
         steps = 2 * (n - 1)
         dyn_bits = overlap * (steps / n * gradient_bytes * 8.0 if n > 1 else 0.0)
         latency = overlap * steps * self._latency[int(level)]
-        placed.dyn_bits = dyn_bits
         ref_level = self.pricing.tightest(n)
         ref_base = level_bandwidth_gbps(self._links, ref_level)
         ref_latency = latency_s(ref_level, *self._latency)
         ref = self._overlap * (
             (steps / n * gradient_bytes * 8.0 / (ref_base * 1e9) if n > 1 else 0.0)
             + steps * ref_latency)
-        placed.ref_comm_s = ref
-        placed.crosses = level is _CLUSTER and dyn_bits > 0
-        placed.cross_terms = None
+        crosses = level is _CLUSTER and dyn_bits > 0
         static = latency
-        if dyn_bits > 0 and not placed.crosses:
+        if dyn_bits > 0 and not crosses:
             static += dyn_bits / (base * 1e9)
-        placed.static_comm_s = static
-        placed.comm_pair = comm_pair(static, ref)
-        return placed
+        return compute, base, dyn_bits, ref, crosses, static, comm_pair(static, ref)
 
     def place_mapped(self, placed: Placed, job: Job, par: Parallelism, level: Level) -> Placed:
         """Communication of a mixed-parallel job from its job graph on the ordered GPUs.
