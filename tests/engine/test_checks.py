@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, NoReturn
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from tests.engine.broken_policies import DoubleStarter
 
 from rackwise.backends.base import serve
 from rackwise.backends.fake import FakeBackend
 from rackwise.cluster.topology import uniform_cluster
-from rackwise.engine.checks import LIVE_CLUSTER, EngineSupport, check_decisions
+from rackwise.engine.checks import (
+    LIVE_CLUSTER,
+    EngineSupport,
+    _check_by_replay,
+    _plain_decision_fits,
+    check_decisions,
+)
 from rackwise.engine.contract import Decisions, Start
 from rackwise.engine.view import ClusterView
 from rackwise.errors import InvalidDecisionError
@@ -98,6 +104,30 @@ def test_the_live_check_refuses_whatever_the_simulator_refuses(decisions: Decisi
     except InvalidDecisionError:
         with pytest.raises(InvalidDecisionError):
             check_decisions(sim.view, decisions, "p", sim.now, support=LIVE_CLUSTER)
+
+
+def _refuse(reason: str) -> NoReturn:
+    raise InvalidDecisionError(reason)
+
+
+@settings(max_examples=300, deadline=None)
+@given(DECISIONS)
+@example(Decisions(preempt=("a",), start=(Start("d", (0, 1)), Start("a", (3, 4)))))
+@example(Decisions(preempt=("b",), start=(Start("b", (2,)),)))
+@example(Decisions(preempt=("a", "a")))
+@example(Decisions(preempt=("a",), start=(Start("d", (0, 1)), Start("c", (1,)))))
+def test_the_one_pass_check_passes_only_what_the_replay_passes(decisions: Decisions) -> None:
+    sim = _busy_simulator()
+    if _plain_decision_fits(sim.view, decisions):
+        _check_by_replay(sim.view, decisions, (), LIVE_CLUSTER, _refuse)
+
+
+def test_the_one_pass_check_takes_plain_migrations_and_restarts() -> None:
+    view = _busy_simulator().view
+    assert _plain_decision_fits(view, Decisions(preempt=("a",), start=(Start("d", (0, 1)), Start("a", (3, 4)))))
+    assert _plain_decision_fits(view, Decisions(preempt=("b",), start=(Start("b", (2,)),)))
+    assert not _plain_decision_fits(view, Decisions(preempt=("a", "a")))
+    assert not _plain_decision_fits(view, Decisions(preempt=("a",), start=(Start("c", (2,)),)))  # b holds 2
 
 
 def test_a_migration_may_reuse_what_it_frees_but_a_preempt_twice_is_refused() -> None:

@@ -146,7 +146,7 @@ def check_decisions(view: ClusterView, decisions: Decisions, policy_name: str, n
     def reject(reason: str) -> NoReturn:
         raise InvalidDecisionError(f"policy '{policy_name}' at t={now:.3f} s: {reason}")
 
-    if decisions.preempt or (decisions.start and not _plain_starts_fit(view, decisions.start)):
+    if (decisions.preempt or decisions.start) and not _plain_decision_fits(view, decisions):
         _check_by_replay(view, decisions, finished, support, reject)
     if decisions.wake_at is not None and not decisions.wake_at > now:
         reject(f"wake_at={decisions.wake_at} is not after now")
@@ -195,26 +195,37 @@ def _check_by_replay(view: ClusterView, decisions: Decisions, finished: Containe
         replay.start(start, n_gpus)
 
 
-def _plain_starts_fit(view: ClusterView, starts: tuple[Start, ...]) -> bool:
-    """True when every start is a plain one of a distinct pending job on its own free GPUs.
+def _plain_decision_fits(view: ClusterView, decisions: Decisions) -> bool:
+    """True when every preemption stops a distinct running job that holds its GPUs alone, and
+    every start is a plain one of a distinct waiting (or just stopped) job on GPUs free or freed.
 
     The common decision, checked in one pass; anything else goes through the
     replay, which also words the error.
     """
-    owners, pending = view.owners, view.pending
+    owners, pending, running = view.owners, view.pending, view.running
+    freed: set[int] = set()
+    stopped: set[str] = set()
+    for job_id in decisions.preempt:
+        state = state_of(running, job_id)
+        if state is None or job_id in stopped or state.partner is not None or state.job.gpu_share < 1.0:
+            return False
+        stopped.add(job_id)
+        freed.update(state.gpu_ids)
     n_gpus = len(owners)
     taken: set[int] = set()
     started: set[str] = set()
-    for start in starts:
+    for start in decisions.start:
         job_id, gpu_ids = start.job_id, start.gpu_ids
         state = state_of(pending, job_id)
+        if state is None and job_id in stopped:
+            state = running[job_id]
         if state is None or start.beside is not None or start.copies != 1:
             return False
         job = state.job
         if len(gpu_ids) != job.n_gpus or job.gpu_share < 1.0:  # a fractional job: the replay
             return False
         for gpu in gpu_ids:
-            if not 0 <= gpu < n_gpus or owners[gpu] is not None:
+            if not 0 <= gpu < n_gpus or (owners[gpu] is not None and gpu not in freed):
                 return False
         # a GPU twice (in one start or two), or a job started twice, does not add to the sets
         n_taken, n_started = len(taken), len(started)
