@@ -9,6 +9,10 @@ Each figure is measured in fresh processes (so max RSS belongs to one run):
   shows whether a speed-up kept every decision. ``--perf network`` runs it
   under the network performance model, built as ``rackwise simulate --perf
   network`` builds it (default: ``ideal``, the trace-speed model).
+  ``--seed`` (default 0) seeds the simulator, as ``rackwise simulate
+  --seed``: under the network model it draws the models of jobs the trace
+  gives none, so each seed is another workload (``speed``, ``linearity``,
+  ``network-ratio``).
 * ``linearity``: ``speed`` on the first ``--first-n`` jobs (default 2,000;
   ``--base-copies`` copies of them) and on ten times as many copies
   arriving one after another (the same arrival rate, so the same load);
@@ -121,13 +125,14 @@ def _rss_mib() -> float:
 
 
 def simulator_for(policy: str, trace: str, first_n: int | None = None, copies: int = 1,
-                  start_s: float | None = None, perf: str = "ideal") -> Callable[[], Simulator]:
+                  start_s: float | None = None, perf: str = "ideal", seed: int = 0) -> Callable[[], Simulator]:
     """What `speed` runs, read and ready to build: a trace (or its first ``first_n`` jobs from
     ``start_s``) on its cluster under one policy.
 
     With ``copies``, the jobs arrive that many times, each copy one arrival span
     after the last: as many jobs again at the same arrival rate. ``perf`` names
-    the performance model (`rackwise.run.PERF_MODELS`), with its default parameters.
+    the performance model (`rackwise.run.PERF_MODELS`), with its default parameters;
+    ``seed`` the simulator's.
     """
     from dataclasses import replace
 
@@ -145,7 +150,7 @@ def simulator_for(policy: str, trace: str, first_n: int | None = None, copies: i
         jobs = Workload(tuple(replace(job, job_id=f"{job.job_id}#{k}", submit_time=job.submit_time + k * span)
                               for k in range(copies) for job in jobs), name=jobs.name)
     model = make_perf(perf, {})
-    return lambda: Simulator(topology, jobs, make_policy(policy), perf=model, seed=0)
+    return lambda: Simulator(topology, jobs, make_policy(policy), perf=model, seed=seed)
 
 
 def records_sha256(result: SimResult) -> str:
@@ -154,9 +159,9 @@ def records_sha256(result: SimResult) -> str:
 
 
 def speed(policy: str, trace: str, first_n: int | None = None, copies: int = 1,
-          start_s: float | None = None, perf: str = "ideal") -> dict[str, object]:
+          start_s: float | None = None, perf: str = "ideal", seed: int = 0) -> dict[str, object]:
     """Build and run `simulator_for` these arguments: its speed, peak memory and records' hash."""
-    build = simulator_for(policy, trace, first_n, copies, start_s, perf)
+    build = simulator_for(policy, trace, first_n, copies, start_s, perf, seed)
     wall, cpu = time.perf_counter(), time.process_time()
     simulator = build()
     result = simulator.run()
@@ -164,7 +169,7 @@ def speed(policy: str, trace: str, first_n: int | None = None, copies: int = 1,
     n = len(result.records)
     rss = _rss_mib()  # before the hash, whose text of every record would count too
     waiting, running = result.timeline.n_pending, result.timeline.n_running
-    return {"figure": "speed", "policy": policy, "trace": trace, "perf": perf,
+    return {"figure": "speed", "policy": policy, "trace": trace, "perf": perf, "seed": seed,
             "cluster_gpus": simulator.topology.n_gpus,
             "n_jobs": n, "n_steps": result.n_steps, "mean_pending": round(sum(waiting) / max(1, len(waiting)), 1),
             "mean_running": round(sum(running) / max(1, len(running)), 1),
@@ -247,7 +252,8 @@ def process(policy: str, trace: str, repeat: int) -> dict[str, object]:
 
 
 def linearity(policy: str, trace: str, n_small: int, limit_s: float,
-              start_s: float | None = None, repeat: int = 1, base_copies: int = 1) -> dict[str, object]:
+              start_s: float | None = None, repeat: int = 1, base_copies: int = 1,
+              seed: int = 0) -> dict[str, object]:
     """CPU time on ``base_copies`` copies of ``n_small`` jobs and on ten times as many, and their ratio.
 
     The copies hold the offered load, so the ratio measures cost per job only
@@ -262,11 +268,14 @@ def linearity(policy: str, trace: str, n_small: int, limit_s: float,
     """
     smalls, larges = [], []
     for _ in range(repeat):
-        smalls.append(in_fresh_process("speed", (policy, trace, n_small, base_copies, start_s), limit_s))
-        larges.append(in_fresh_process("speed", (policy, trace, n_small, 10 * base_copies, start_s), limit_s))
+        smalls.append(in_fresh_process("speed", (policy, trace, n_small, base_copies, start_s, "ideal", seed),
+                                       limit_s))
+        larges.append(in_fresh_process("speed", (policy, trace, n_small, 10 * base_copies, start_s, "ideal", seed),
+                                       limit_s))
     small, large = _least(smalls), _least(larges)
     row: dict[str, object] = {
-        "figure": "linearity", "policy": policy, "trace": trace, "start_s": start_s, "base_copies": base_copies,
+        "figure": "linearity", "policy": policy, "trace": trace, "seed": seed, "start_s": start_s,
+        "base_copies": base_copies,
         "n_small": small.get("n_jobs"), "cpu_s_small": small.get("cpu_s"),
         "n_large": large.get("n_jobs"), "cpu_s_large": large.get("cpu_s"),
         "cpu_s_small_runs": [run.get("cpu_s") for run in smalls],
@@ -287,16 +296,16 @@ def _least(runs: list[dict[str, object]]) -> dict[str, object]:
 
 
 def network_ratio(policy: str, trace: str, first_n: int | None, start_s: float | None,
-                  limit_s: float, repeat: int = 1) -> dict[str, object]:
+                  limit_s: float, repeat: int = 1, seed: int = 0) -> dict[str, object]:
     """``speed`` under the ideal model and under the network model, ``repeat`` times each in
     turn, and the ratio of their least CPU times (as `linearity`'s: the machine's jitter only
     ever adds time, and a ratio near its target moves by more than its margin from run to run)."""
     ideals, networks = [], []
     for _ in range(repeat):
-        ideals.append(in_fresh_process("speed", (policy, trace, first_n, 1, start_s, "ideal"), limit_s))
-        networks.append(in_fresh_process("speed", (policy, trace, first_n, 1, start_s, "network"), limit_s))
+        ideals.append(in_fresh_process("speed", (policy, trace, first_n, 1, start_s, "ideal", seed), limit_s))
+        networks.append(in_fresh_process("speed", (policy, trace, first_n, 1, start_s, "network", seed), limit_s))
     ideal, network = _least(ideals), _least(networks)
-    return _with_ratio({"figure": "network-ratio", "policy": policy, "trace": trace,
+    return _with_ratio({"figure": "network-ratio", "policy": policy, "trace": trace, "seed": seed,
                         "n_jobs": ideal.get("n_jobs"), "cpu_s_ideal": ideal.get("cpu_s"),
                         "cpu_s_network": network.get("cpu_s"),
                         "cpu_s_ideal_runs": [run.get("cpu_s") for run in ideals],
@@ -348,6 +357,8 @@ def main() -> None:
                         help="speed, linearity: the jobs from this submit time on")
     parser.add_argument("--perf", choices=sorted(PERF_MODELS), default="ideal",
                         help="speed: the performance model, as `rackwise simulate --perf`")
+    parser.add_argument("--seed", type=int, default=0,
+                        help="speed, linearity, network-ratio: the simulator's seed, as `rackwise simulate --seed`")
     parser.add_argument("-p", "--param", action="append", default=None, metavar="KEY=VALUE",
                         help="decision: a policy parameter (repeatable), as `rackwise simulate -p`")
     args = parser.parse_args()
@@ -360,17 +371,18 @@ def main() -> None:
         rows: list[dict[str, object]] = []
         if args.figure == "speed":
             for trace in args.traces.split(","):
-                row = in_fresh_process("speed", (policy, trace, args.first_n, 1, args.start_s, args.perf),
-                                       args.limit_s)
-                rows.append({"figure": "speed", "policy": policy, "trace": trace, "perf": args.perf, **row})
+                row = in_fresh_process("speed", (policy, trace, args.first_n, 1, args.start_s, args.perf,
+                                                 args.seed), args.limit_s)
+                rows.append({"figure": "speed", "policy": policy, "trace": trace, "perf": args.perf,
+                             "seed": args.seed, **row})
         elif args.figure == "network-ratio":
-            rows = [network_ratio(policy, trace, args.first_n, args.start_s, args.limit_s, args.repeat)
+            rows = [network_ratio(policy, trace, args.first_n, args.start_s, args.limit_s, args.repeat, args.seed)
                     for trace in args.traces.split(",")]
         elif args.figure == "process":
             rows = [process(policy, trace, args.repeat) for trace in args.traces.split(",")]
         elif args.figure == "linearity":
             rows = [linearity(policy, trace, args.first_n or 2_000, args.limit_s, args.start_s, args.repeat,
-                              args.base_copies)
+                              args.base_copies, args.seed)
                     for trace in args.traces.split(",")]
         else:
             row = in_fresh_process("decision", (policy, args.pending, args.nodes, args.busy_frac,

@@ -22,7 +22,7 @@ def bench() -> ModuleType:
     return load_script("bench_policies")
 
 
-def _fifo_run(perf: PerfModel | None) -> tuple[str, int, float]:
+def _fifo_run(perf: PerfModel | None, seed: int = 0) -> tuple[str, int, float]:
     """The first jobs of philly_2017 under FIFO, built without the script: (records hash, steps, mean queue)."""
     from rackwise import traces
     from rackwise.cluster.topology import uniform_cluster
@@ -31,7 +31,7 @@ def _fifo_run(perf: PerfModel | None) -> tuple[str, int, float]:
 
     topology = uniform_cluster(64, 8, 8)
     jobs = traces.load("philly_2017", first_n=FIRST_N).drop_oversized(topology.n_gpus)
-    result = Simulator(topology, jobs, make_policy("fifo"), perf=perf, seed=0).run()
+    result = Simulator(topology, jobs, make_policy("fifo"), perf=perf, seed=seed).run()
     waiting = result.timeline.n_pending
     return (hashlib.sha256(repr(result.records).encode()).hexdigest()[:16], result.n_steps,
             round(sum(waiting) / len(waiting), 1))
@@ -48,12 +48,30 @@ def test_each_model_gives_the_records_of_that_model(bench: ModuleType) -> None:
     assert ideal["records_sha256"] != network["records_sha256"]
 
 
+def test_the_seed_draws_another_workload_under_the_network_model(bench: ModuleType) -> None:
+    from rackwise.perf.model import NetworkPerf
+
+    runs = [bench.speed("fifo", "philly_2017", first_n=FIRST_N, perf="network", seed=seed) for seed in (0, 1)]
+    assert [run["seed"] for run in runs] == [0, 1]
+    assert [run["records_sha256"] for run in runs] == [_fifo_run(NetworkPerf(), seed)[0] for seed in (0, 1)]
+    assert runs[0]["records_sha256"] != runs[1]["records_sha256"]
+
+
+def test_the_network_ratio_runs_both_models_on_the_seed_asked(bench: ModuleType,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    asked = _scripted_runs(bench, monkeypatch, [{"cpu_s": 2.0, "records_sha256": "a"},
+                                                {"cpu_s": 3.0, "records_sha256": "b"}])
+    row = bench.network_ratio("gavel", "itp_2021", None, None, 60.0, seed=2)
+    assert [args[6:] for args in asked] == [("ideal", 2), ("network", 2)]
+    assert (row["seed"], row["cpu_ratio"]) == (2, 1.5)
+
+
 def test_the_command_line_names_the_model_in_each_row() -> None:
     done = subprocess.run([sys.executable, str(SCRIPT), "speed", "--policies", "fifo", "--traces", "philly_2017",
-                           "--first-n", "50", "--perf", "network"],
+                           "--first-n", "50", "--perf", "network", "--seed", "3"],
                           capture_output=True, text=True, check=True)
     (row,) = [json.loads(line) for line in done.stdout.splitlines()]
-    assert (row["perf"], row["n_jobs"]) == ("network", 50)
+    assert (row["perf"], row["seed"], row["n_jobs"]) == ("network", 3, 50)
 
 
 def test_an_unknown_model_is_refused_in_one_line() -> None:
@@ -141,7 +159,7 @@ def test_the_network_ratio_is_of_the_least_times_of_its_repeats(bench: ModuleTyp
                                                 {**ideal, "cpu_s": 2.0, "n_steps": 7}, {**network, "cpu_s": 4.4},
                                                 {**ideal, "cpu_s": 2.2}, {**network, "cpu_s": 3.9, "n_steps": 9}])
     row = bench.network_ratio("dally", "itp_2021", None, None, 60.0, repeat=3)
-    assert [args[-1] for args in asked] == ["ideal", "network"] * 3  # the two models in turn
+    assert [args[6:] for args in asked] == [("ideal", 0), ("network", 0)] * 3  # the two models in turn
     assert (row["cpu_s_ideal"], row["cpu_s_network"], row["cpu_ratio"]) == (2.0, 3.9, 1.95)
     assert row["cpu_s_ideal_runs"] == [2.1, 2.0, 2.2] and row["cpu_s_network_runs"] == [4.0, 4.4, 3.9]
     assert (row["n_steps_ideal"], row["n_steps_network"]) == (7, 9)  # of the runs the ratio is of
@@ -174,7 +192,7 @@ def test_linearity_from_several_base_copies_runs_ten_times_as_many(bench: Module
     asked = _scripted_runs(bench, monkeypatch, [{"cpu_s": 1.0, "records_sha256": "a"},
                                                 {"cpu_s": 11.0, "records_sha256": "b"}])
     row = bench.linearity("asrpt", "itp_2021", 2_000, 60.0, start_s=101_017.0, base_copies=5)
-    assert [args[3:] for args in asked] == [(2_000, 5, 101_017.0), (2_000, 50, 101_017.0)]
+    assert [args[3:] for args in asked] == [(2_000, 5, 101_017.0, "ideal", 0), (2_000, 50, 101_017.0, "ideal", 0)]
     assert (row["base_copies"], row["cpu_ratio"]) == (5, 11.0)
 
 
