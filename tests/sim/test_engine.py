@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -442,6 +443,46 @@ def test_stale_completion_after_a_rate_change_is_ignored() -> None:
     assert records["a"].finish_time == 110.0
     assert records["a"].run_time_s == 110.0
     assert result.timeline.time == [0.0, 20.0, 40.0, 110.0]
+
+
+def test_a_slowed_job_finishes_in_the_place_of_its_last_re_rating() -> None:
+    """a would finish at 100 alone; d, from 20, halves both, and both finish at 180.
+
+    The re-rating at 20 names a before d, so a's finish goes first at the shared
+    instant, as if it had been queued then; the event a queued for 100 brings
+    no step of its own.
+    """
+    jobs = [Job("a", 0.0, 1, 100.0), Job("d", 20.0, 1, 80.0)]
+    result = simulate(uniform_cluster(1, gpus_per_node=2), jobs, Fifo(), perf=SharedSpeed())
+    assert [(r.job_id, r.finish_time) for r in result.records] == [("a", 180.0), ("d", 180.0)]
+    assert result.timeline.time == [0.0, 20.0, 180.0]
+
+
+def test_a_copy_taken_while_a_finish_is_put_off_finishes_in_the_same_order() -> None:
+    """z would finish at 100 alone; b, from 10, halves both, and both finish at 190.
+
+    Copied at 10, when z's event for 100 is early and was queued before b's: b's
+    finish goes first, as the re-rating at 10 named b before z, in the run and in the copy.
+    """
+    jobs = [Job("z", 0.0, 1, 100.0), Job("b", 10.0, 1, 90.0)]
+    topology = uniform_cluster(1, gpus_per_node=4)
+    taken: list[Simulator] = []
+
+    def copy_at_10(sim: Simulator) -> None:
+        if sim.now == 10.0:
+            running, policy = [copy.deepcopy(s) for s in sim.running.values()], Fifo()
+            taken.append(Simulator.resume(topology, now=sim.now, running=running, pending=[], policy=policy,
+                                          perf=SharedSpeed(), completion_order=sim.completion_order()))
+            policy.reset(taken[0].view, np.random.default_rng(0))
+            for state in running:
+                policy.on_arrival(state.job, sim.now)
+
+    result = Simulator(topology, jobs, Fifo(), perf=SharedSpeed(), observers=[copy_at_10]).run()
+    (resumed,) = taken
+    while resumed.step():
+        pass
+    assert [(r.job_id, r.finish_time) for r in result.records] == [("b", 190.0), ("z", 190.0)]
+    assert [(r.job_id, r.finish_time) for r in resumed.records] == [("b", 190.0), ("z", 190.0)]
 
 
 def test_what_a_snapshot_reads_of_a_running_simulation() -> None:

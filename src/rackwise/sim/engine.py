@@ -3,8 +3,14 @@
 Time moves only in `Simulator.step`, from one event instant to the next;
 nothing happens between events, so the cost grows with the number of
 events, not with simulated time. Running jobs' progress is advanced lazily
-(see `JobState`); a job's completion event is re-issued whenever its rate
-changes, and the old one is recognised as stale by a version number.
+(see `JobState`). Each running job keeps one live completion event, at or
+before its finish. A rate change that brings the finish forward queues a new
+one; one that puts it off leaves the event where it is (most re-ratings slow
+a job down, so most queue nothing), and the event, when it comes up, is
+queued again at the finish it then finds. Either way the finish carries the
+tie-breaking number of the job's last re-rating, so same-instant events go
+in the order they would if every re-rating queued its own. Events a job left
+behind are stale.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from rackwise.errors import InputError, RackwiseError
 from rackwise.metrics.records import JobRecord, Timeline, build_record
 from rackwise.perf.base import NO_COMM, CommAccounting, IdealPerf, PerfModel, forked_rate
 from rackwise.sim.collector import long_lived_objects
-from rackwise.sim.events import NO_PAYLOAD, CompletionKey, Event, EventKind
+from rackwise.sim.events import NO_PAYLOAD, Event, EventKind
 from rackwise.workload.job import Job
 from rackwise.workload.state import FINISHED, PENDING, RUNNING, JobState
 
@@ -146,6 +152,10 @@ class Simulator:
         self.timeline = Timeline([], [], [], [])
         self._heap: list[Event] = []
         self._n_pushed = 0  # events pushed so far: the next one's tie-breaking number
+        # Per running job: its live completion event's time and tie-breaking number, and the
+        # number its finish carries (that of its last re-rating). Compiled, an event read back
+        # from a container is a new tuple, so an event is known by its number, not by identity.
+        self._due: dict[str, tuple[float, int, int]] = {}
         self._next_arrival = 0
         self._timers: set[float] = set()
         capabilities = policy.capabilities
@@ -201,7 +211,7 @@ class Simulator:
         for state in sorted(running, key=lambda s: rank.get(s.job_id, len(rank))):
             eta = state.finish_eta()
             if eta < INF:
-                sim._push(max(eta, now), _COMPLETION, (state.job_id, state.version))
+                sim._queue_completion(state.job_id, max(eta, now))
         for state in pending:
             sim.pending[state.job_id] = state
             sim._queue_order.enter(state)
@@ -298,12 +308,12 @@ class Simulator:
         # Completions first: they free GPUs for everything else at this instant.
         completed: list[Job] = []
         while heap and heap[0][0] <= now and heap[0][3] is _COMPLETION:
-            _, _, _, _, payload = _heappop(heap)
-            job_id, version = payload
-            state = self.running.get(job_id)
-            if state is not None and state.version == version:
-                self._finish(state, now, changed)
-                completed.append(state.job)
+            event = _heappop(heap)
+            if self._is_live(event):
+                state = self.running[event[4]]
+                if not self._requeued(state, event[0]):
+                    self._finish(state, now, changed)
+                    completed.append(state.job)
         jobs = self.jobs
         first = self._next_arrival
         while self._next_arrival < len(jobs) and jobs[self._next_arrival].submit_time <= now:
@@ -366,14 +376,12 @@ class Simulator:
         return min(rounds) if rounds else None
 
     def completion_order(self) -> tuple[str, ...]:
-        """Running jobs in the order their completion events were scheduled.
+        """Running jobs in the order of their finishes' tie-breaking numbers.
 
         Same-instant completions are handled in this order, so a copy of the
         simulator (`resume`) needs it to go on exactly as this one does.
         """
-        live = sorted((event[2], event[4][0]) for event in self._heap
-                      if self._is_live(event) and event[3] is _COMPLETION)
-        return tuple(job_id for _, job_id in live)
+        return tuple(sorted(self._due, key=lambda job_id: self._due[job_id][2]))
 
     def apply(self, decisions: Decisions) -> None:
         """Apply decisions made outside `step` at the current instant (a driver loop's hook)."""
@@ -448,6 +456,7 @@ class Simulator:
             state.partner = None
             changed.add(partner)
         del self.running[state.job_id]
+        self._due.pop(state.job_id, None)  # its queued completion is stale now
         changed.add(state.job_id)
         state.version += 1
         self._running_log.append(state.job_id)
@@ -470,7 +479,7 @@ class Simulator:
         self.records.append(_record(state))
 
     def _update_rates(self, changed: set[str], now: float) -> None:
-        running, heap, seq, running_log = self.running, self._heap, self._n_pushed, self._running_log
+        running, heap, seq, running_log, dues = self.running, self._heap, self._n_pushed, self._running_log, self._due
         # Sorted: the order of a set of strings changes between processes.
         new_rates = self.perf.rates(running, sorted(changed))
         # A dict, so that the compiled build reads it natively.
@@ -491,16 +500,21 @@ class Simulator:
             state.rate_iters_per_s = rate
             if comm is not None:
                 state.comm_s_per_iter, state.comm_extra_s_per_iter = comm.get(job_id, NO_COMM)
-            version = state.version = state.version + 1
+            state.version += 1
             running_log.append(job_id)
-            # `finish_eta` and `_push` inlined: this runs for every re-rated job.
+            # `finish_eta` and `_queue_completion` inlined: this runs for every re-rated job.
             if rate > 0.0:
                 start, busy = state.last_update, state.busy_until
                 eta = (start if start >= busy else busy) + (
                     state.job.total_iters - state.iters_done) / rate
                 if eta < INF:
-                    _heappush(heap, (eta if eta > now else now, _COMPLETION_RANK, seq,
-                                     _COMPLETION, (job_id, version)))
+                    due = eta if eta > now else now
+                    live = dues.get(job_id)
+                    if live is None or due < live[0]:
+                        _heappush(heap, (due, _COMPLETION_RANK, seq, _COMPLETION, job_id))
+                        dues[job_id] = (due, seq, seq)
+                    else:  # the live event, when it comes up, queues the finish with this number
+                        dues[job_id] = (live[0], live[1], seq)
                     seq += 1
         self._n_pushed = seq
         self._compact_heap()
@@ -530,7 +544,37 @@ class Simulator:
         return max(factor, MIN_PAIR_FACTOR)
 
     # ---------------------------------------------------------------- helpers
-    def _push(self, time: float, kind: EventKind, payload: CompletionKey = NO_PAYLOAD) -> None:
+    def _queue_completion(self, job_id: str, due: float, seq: int = -1) -> None:
+        if seq < 0:
+            seq = self._n_pushed
+            self._n_pushed += 1
+        _heappush(self._heap, (due, _COMPLETION_RANK, seq, _COMPLETION, job_id))
+        self._due[job_id] = (due, seq, seq)
+
+    def _requeued(self, state: JobState, at: float) -> bool:
+        """Whether a running job's live completion event, come up at ``at``, is not its finish:
+        then the finish its rate now gives is queued instead (none at no rate)."""
+        job_id = state.job_id
+        _, live_seq, finish_seq = self._due[job_id]
+        rate = state.rate_iters_per_s
+        if rate <= 0.0:
+            del self._due[job_id]
+            return True
+        # `finish_eta`, inlined: the same arithmetic as at the job's last re-rating, so a
+        # finish that has not moved since comes out equal to the event's time.
+        start, busy = state.last_update, state.busy_until
+        eta = (start if start >= busy else busy) + (state.job.total_iters - state.iters_done) / rate
+        if eta <= at and live_seq == finish_seq:
+            return False
+        if eta < INF:
+            # At ``at`` itself where a re-rating at this instant left the finish here: the
+            # event goes back among this instant's events, in its finish's place.
+            self._queue_completion(job_id, eta if eta > at else at, finish_seq)
+        else:
+            del self._due[job_id]
+        return True
+
+    def _push(self, time: float, kind: EventKind, payload: str = NO_PAYLOAD) -> None:
         _heappush(self._heap, (time, int(kind), self._n_pushed, kind, payload))
         self._n_pushed += 1
         self._compact_heap()
@@ -544,21 +588,20 @@ class Simulator:
             heapq.heapify(heap)
 
     def _is_live(self, event: Event) -> bool:
+        """Not a completion its job left behind (by stopping, or by an earlier one queued since)."""
         if event[3] is not _COMPLETION:
             return True
-        job_id, version = event[4]
-        state = self.running.get(job_id)
-        return state is not None and state.version == version
+        due = self._due.get(event[4])
+        return due is not None and due[1] == event[2]
 
     def _drop_stale(self) -> None:
-        # `_is_live` inlined: this runs at every step.
-        heap, running = self._heap, self.running
+        """Pop stale and early completions off the heap's top, so that its first event is due."""
+        heap = self._heap
         while heap and heap[0][3] is _COMPLETION:
-            job_id, version = heap[0][4]
-            state = running.get(job_id)
-            if state is not None and state.version == version:
+            event = heap[0]
+            if self._is_live(event) and not self._requeued(self.running[event[4]], event[0]):
                 return
-            _heappop(heap)
+            _heappop(heap)  # stale, or early and queued again later than itself: still the top
 
     def _has_work(self) -> bool:
         return bool(self.pending or self.running or self._next_arrival < len(self.jobs))

@@ -20,7 +20,6 @@ class EventKind(IntEnum):
     ROUND = 3
 
 
-# A completion's payload is (job id, the job's version when it was pushed); others carry None.
-CompletionKey = tuple[str, int]
-Event = tuple[float, int, int, EventKind, CompletionKey]
-NO_PAYLOAD: CompletionKey = ("", -1)
+# A completion's payload is its job's id; other events carry an empty one.
+Event = tuple[float, int, int, EventKind, str]
+NO_PAYLOAD = ""
