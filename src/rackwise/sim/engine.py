@@ -58,6 +58,22 @@ _heappush: Final = heapq.heappush
 _heappop: Final = heapq.heappop
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class Due:
+    """A running job's live completion event (time and tie-breaking number), and the number
+    its finish carries: that of its last re-rating, which may have put the finish off.
+
+    Compiled, an event read back from the heap is a new tuple, so events are told by number.
+    """
+
+    __slots__ = ("at", "finish_seq", "seq")
+
+    def __init__(self, at: float, seq: int) -> None:
+        self.at = at
+        self.seq = seq
+        self.finish_seq = seq
+
+
 class SimulationStuckError(RackwiseError):
     """Jobs are left waiting but nothing will ever happen again."""
 
@@ -152,10 +168,7 @@ class Simulator:
         self.timeline = Timeline([], [], [], [])
         self._heap: list[Event] = []
         self._n_pushed = 0  # events pushed so far: the next one's tie-breaking number
-        # Per running job: its live completion event's time and tie-breaking number, and the
-        # number its finish carries (that of its last re-rating). Compiled, an event read back
-        # from a container is a new tuple, so an event is known by its number, not by identity.
-        self._due: dict[str, tuple[float, int, int]] = {}
+        self._due: dict[str, Due] = {}  # per running job with a queued completion
         self._next_arrival = 0
         self._timers: set[float] = set()
         capabilities = policy.capabilities
@@ -381,7 +394,7 @@ class Simulator:
         Same-instant completions are handled in this order, so a copy of the
         simulator (`resume`) needs it to go on exactly as this one does.
         """
-        return tuple(sorted(self._due, key=lambda job_id: self._due[job_id][2]))
+        return tuple(sorted(self._due, key=lambda job_id: self._due[job_id].finish_seq))
 
     def apply(self, decisions: Decisions) -> None:
         """Apply decisions made outside `step` at the current instant (a driver loop's hook)."""
@@ -510,11 +523,16 @@ class Simulator:
                 if eta < INF:
                     due = eta if eta > now else now
                     live = dues.get(job_id)
-                    if live is None or due < live[0]:
+                    if live is None:
                         _heappush(heap, (due, _COMPLETION_RANK, seq, _COMPLETION, job_id))
-                        dues[job_id] = (due, seq, seq)
-                    else:  # the live event, when it comes up, queues the finish with this number
-                        dues[job_id] = (live[0], live[1], seq)
+                        dues[job_id] = Due(due, seq)
+                    else:
+                        if due < live.at:
+                            _heappush(heap, (due, _COMPLETION_RANK, seq, _COMPLETION, job_id))
+                            live.at = due
+                            live.seq = seq
+                        # else the live event, when it comes up, queues the finish with this number
+                        live.finish_seq = seq
                     seq += 1
         self._n_pushed = seq
         self._compact_heap()
@@ -544,18 +562,17 @@ class Simulator:
         return max(factor, MIN_PAIR_FACTOR)
 
     # ---------------------------------------------------------------- helpers
-    def _queue_completion(self, job_id: str, due: float, seq: int = -1) -> None:
-        if seq < 0:
-            seq = self._n_pushed
-            self._n_pushed += 1
+    def _queue_completion(self, job_id: str, due: float) -> None:
+        seq = self._n_pushed
+        self._n_pushed += 1
         _heappush(self._heap, (due, _COMPLETION_RANK, seq, _COMPLETION, job_id))
-        self._due[job_id] = (due, seq, seq)
+        self._due[job_id] = Due(due, seq)
 
     def _requeued(self, state: JobState, at: float) -> bool:
         """Whether a running job's live completion event, come up at ``at``, is not its finish:
         then the finish its rate now gives is queued instead (none at no rate)."""
         job_id = state.job_id
-        _, live_seq, finish_seq = self._due[job_id]
+        live = self._due[job_id]
         rate = state.rate_iters_per_s
         if rate <= 0.0:
             del self._due[job_id]
@@ -564,12 +581,13 @@ class Simulator:
         # finish that has not moved since comes out equal to the event's time.
         start, busy = state.last_update, state.busy_until
         eta = (start if start >= busy else busy) + (state.job.total_iters - state.iters_done) / rate
-        if eta <= at and live_seq == finish_seq:
+        if eta <= at and live.seq == live.finish_seq:
             return False
         if eta < INF:
             # At ``at`` itself where a re-rating at this instant left the finish here: the
             # event goes back among this instant's events, in its finish's place.
-            self._queue_completion(job_id, eta if eta > at else at, finish_seq)
+            live.at, live.seq = (eta if eta > at else at), live.finish_seq
+            _heappush(self._heap, (live.at, _COMPLETION_RANK, live.seq, _COMPLETION, job_id))
         else:
             del self._due[job_id]
         return True
@@ -592,7 +610,7 @@ class Simulator:
         if event[3] is not _COMPLETION:
             return True
         due = self._due.get(event[4])
-        return due is not None and due[1] == event[2]
+        return due is not None and due.seq == event[2]
 
     def _drop_stale(self) -> None:
         """Pop stale and early completions off the heap's top, so that its first event is due."""
