@@ -445,6 +445,23 @@ def test_stale_completion_after_a_rate_change_is_ignored() -> None:
     assert result.timeline.time == [0.0, 20.0, 40.0, 110.0]
 
 
+@dataclass(frozen=True)
+class FirstComeWaits(SharedSpeed):
+    """A job stands still while a later-submitted one runs beside it."""
+
+    def rate(self, job: Job, gpu_ids: tuple[int, ...], running: Mapping[str, JobState]) -> float:
+        later = any(s.job.submit_time > job.submit_time for s in running.values())
+        return 0.0 if later else job.total_iters / job.duration_s
+
+
+def test_a_job_that_stands_still_for_a_while_finishes_when_its_work_is_done() -> None:
+    """a would finish at 100 alone; it stands still while b runs (20 to 120), so it finishes at 200."""
+    jobs = [Job("a", 0.0, 1, 100.0), Job("b", 20.0, 1, 100.0)]
+    result = simulate(uniform_cluster(1, gpus_per_node=2), jobs, Fifo(), perf=FirstComeWaits())
+    assert [(r.job_id, r.finish_time) for r in result.records] == [("b", 120.0), ("a", 200.0)]
+    assert result.timeline.time == [0.0, 20.0, 120.0, 200.0]
+
+
 def test_a_slowed_job_finishes_in_the_place_of_its_last_re_rating() -> None:
     """a would finish at 100 alone; d, from 20, halves both, and both finish at 180.
 

@@ -42,6 +42,7 @@ from rackwise.workload.job import Job
 from rackwise.workload.state import FINISHED, PENDING, RUNNING, JobState
 
 INF: Final = float("inf")  # Final: compiled, a plain module name is looked up at each use
+NO_FINISH: Final = -1  # `Due.finish_seq` of a job whose last re-rating gave it no finish
 # Steps a policy may take on an idle cluster, with jobs queued and none to come, before
 # the run is declared stuck (a round-based policy would otherwise loop for ever).
 MAX_IDLE_STEPS = 10_000
@@ -61,7 +62,8 @@ _heappop: Final = heapq.heappop
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class Due:
     """A running job's live completion event (time and tie-breaking number), and the number
-    its finish carries: that of its last re-rating, which may have put the finish off.
+    its finish carries: that of its last re-rating, which may have put the finish off
+    (`NO_FINISH`: the job makes no progress).
 
     Compiled, an event read back from the heap is a new tuple, so events are told by number.
     """
@@ -318,15 +320,14 @@ class Simulator:
         changed: set[str] = set()
         heap = self._heap
         policy = self.policy
-        # Completions first: they free GPUs for everything else at this instant.
+        # Completions first: they free GPUs for everything else at this instant. `peek` left
+        # a live and due one on top, if any is due; each finish leaves the next one so.
         completed: list[Job] = []
         while heap and heap[0][0] <= now and heap[0][3] is _COMPLETION:
-            event = _heappop(heap)
-            if self._is_live(event):
-                state = self.running[event[4]]
-                if not self._requeued(state, event[0]):
-                    self._finish(state, now, changed)
-                    completed.append(state.job)
+            state = self.running[_heappop(heap)[4]]
+            self._finish(state, now, changed)
+            completed.append(state.job)
+            self._drop_stale()
         jobs = self.jobs
         first = self._next_arrival
         while self._next_arrival < len(jobs) and jobs[self._next_arrival].submit_time <= now:
@@ -469,7 +470,8 @@ class Simulator:
             state.partner = None
             changed.add(partner)
         del self.running[state.job_id]
-        self._due.pop(state.job_id, None)  # its queued completion is stale now
+        if state.job_id in self._due:  # its queued completion is stale now
+            del self._due[state.job_id]
         changed.add(state.job_id)
         state.version += 1
         self._running_log.append(state.job_id)
@@ -516,24 +518,27 @@ class Simulator:
             state.version += 1
             running_log.append(job_id)
             # `finish_eta` and `_queue_completion` inlined: this runs for every re-rated job.
+            eta = INF
             if rate > 0.0:
                 start, busy = state.last_update, state.busy_until
                 eta = (start if start >= busy else busy) + (
                     state.job.total_iters - state.iters_done) / rate
-                if eta < INF:
-                    due = eta if eta > now else now
-                    live = dues.get(job_id)
-                    if live is None:
+            live = dues.get(job_id)
+            if eta < INF:
+                due = eta if eta > now else now
+                if live is None:
+                    _heappush(heap, (due, _COMPLETION_RANK, seq, _COMPLETION, job_id))
+                    dues[job_id] = Due(due, seq)
+                else:
+                    if due < live.at:
                         _heappush(heap, (due, _COMPLETION_RANK, seq, _COMPLETION, job_id))
-                        dues[job_id] = Due(due, seq)
-                    else:
-                        if due < live.at:
-                            _heappush(heap, (due, _COMPLETION_RANK, seq, _COMPLETION, job_id))
-                            live.at = due
-                            live.seq = seq
-                        # else the live event, when it comes up, queues the finish with this number
-                        live.finish_seq = seq
-                    seq += 1
+                        live.at = due
+                        live.seq = seq
+                    # else the live event, when it comes up, queues the finish with this number
+                    live.finish_seq = seq
+                seq += 1
+            elif live is not None:
+                live.finish_seq = NO_FINISH  # the live event, when it comes up, is dropped
         self._n_pushed = seq
         self._compact_heap()
 
@@ -569,27 +574,23 @@ class Simulator:
         self._due[job_id] = Due(due, seq)
 
     def _requeued(self, state: JobState, at: float) -> bool:
-        """Whether a running job's live completion event, come up at ``at``, is not its finish:
-        then the finish its rate now gives is queued instead (none at no rate)."""
+        """Whether a running job's live completion event, come up at ``at``, is not its finish
+        (a later re-rating put the finish off): then the finish is queued instead, if any."""
         job_id = state.job_id
         live = self._due[job_id]
-        rate = state.rate_iters_per_s
-        if rate <= 0.0:
+        finish_seq = live.finish_seq
+        if live.seq == finish_seq:  # queued by the job's last re-rating: its finish
+            return False
+        if finish_seq == NO_FINISH:
             del self._due[job_id]
             return True
-        # `finish_eta`, inlined: the same arithmetic as at the job's last re-rating, so a
-        # finish that has not moved since comes out equal to the event's time.
+        # `finish_eta`, inlined: the arithmetic of the job's last re-rating on the same state,
+        # so the same finish. At ``at`` itself where that re-rating, at this instant, put it
+        # here: the event goes back among this instant's events, in its finish's place.
         start, busy = state.last_update, state.busy_until
-        eta = (start if start >= busy else busy) + (state.job.total_iters - state.iters_done) / rate
-        if eta <= at and live.seq == live.finish_seq:
-            return False
-        if eta < INF:
-            # At ``at`` itself where a re-rating at this instant left the finish here: the
-            # event goes back among this instant's events, in its finish's place.
-            live.at, live.seq = (eta if eta > at else at), live.finish_seq
-            _heappush(self._heap, (live.at, _COMPLETION_RANK, live.seq, _COMPLETION, job_id))
-        else:
-            del self._due[job_id]
+        eta = (start if start >= busy else busy) + (state.job.total_iters - state.iters_done) / state.rate_iters_per_s
+        live.at, live.seq = (eta if eta > at else at), finish_seq
+        _heappush(self._heap, (live.at, _COMPLETION_RANK, finish_seq, _COMPLETION, job_id))
         return True
 
     def _push(self, time: float, kind: EventKind, payload: str = NO_PAYLOAD) -> None:
