@@ -573,25 +573,19 @@ class Simulator:
         _heappush(self._heap, (due, _COMPLETION_RANK, seq, _COMPLETION, job_id))
         self._due[job_id] = Due(due, seq)
 
-    def _requeued(self, state: JobState, at: float) -> bool:
-        """Whether a running job's live completion event, come up at ``at``, is not its finish
-        (a later re-rating put the finish off): then the finish is queued instead, if any."""
-        job_id = state.job_id
-        live = self._due[job_id]
-        finish_seq = live.finish_seq
-        if live.seq == finish_seq:  # queued by the job's last re-rating: its finish
-            return False
-        if finish_seq == NO_FINISH:
+    def _requeue(self, job_id: str, live: Due, at: float) -> None:
+        """Replace a running job's early completion event, come up at ``at``, by its finish (if any)."""
+        if live.finish_seq == NO_FINISH:
             del self._due[job_id]
-            return True
+            return
         # `finish_eta`, inlined: the arithmetic of the job's last re-rating on the same state,
         # so the same finish. At ``at`` itself where that re-rating, at this instant, put it
         # here: the event goes back among this instant's events, in its finish's place.
+        state = self.running[job_id]
         start, busy = state.last_update, state.busy_until
         eta = (start if start >= busy else busy) + (state.job.total_iters - state.iters_done) / state.rate_iters_per_s
-        live.at, live.seq = (eta if eta > at else at), finish_seq
-        _heappush(self._heap, (live.at, _COMPLETION_RANK, finish_seq, _COMPLETION, job_id))
-        return True
+        live.at, live.seq = (eta if eta > at else at), live.finish_seq
+        _heappush(self._heap, (live.at, _COMPLETION_RANK, live.seq, _COMPLETION, job_id))
 
     def _push(self, time: float, kind: EventKind, payload: str = NO_PAYLOAD) -> None:
         _heappush(self._heap, (time, int(kind), self._n_pushed, kind, payload))
@@ -614,13 +608,20 @@ class Simulator:
         return due is not None and due.seq == event[2]
 
     def _drop_stale(self) -> None:
-        """Pop stale and early completions off the heap's top, so that its first event is due."""
-        heap = self._heap
+        """Pop stale completions off the heap's top and queue early ones again at their finish,
+        so that its first event is due."""
+        heap, dues = self._heap, self._due
         while heap and heap[0][3] is _COMPLETION:
             event = heap[0]
-            if self._is_live(event) and not self._requeued(self.running[event[4]], event[0]):
-                return
-            _heappop(heap)  # stale, or early and queued again later than itself: still the top
+            job_id, seq = event[4], event[2]
+            live = dues.get(job_id)  # `_is_live`, inlined: this runs at every step
+            if live is not None and live.seq == seq:
+                if seq == live.finish_seq:  # queued by the job's last re-rating: its finish
+                    return
+                _heappop(heap)
+                self._requeue(job_id, live, event[0])
+            else:
+                _heappop(heap)
 
     def _has_work(self) -> bool:
         return bool(self.pending or self.running or self._next_arrival < len(self.jobs))
