@@ -578,12 +578,10 @@ class Simulator:
         if live.finish_seq == NO_FINISH:
             del self._due[job_id]
             return
-        # `finish_eta`, inlined: the arithmetic of the job's last re-rating on the same state,
-        # so the same finish. At ``at`` itself where that re-rating, at this instant, put it
-        # here: the event goes back among this instant's events, in its finish's place.
-        state = self.running[job_id]
-        start, busy = state.last_update, state.busy_until
-        eta = (start if start >= busy else busy) + (state.job.total_iters - state.iters_done) / state.rate_iters_per_s
+        # The arithmetic of the job's last re-rating on the same state, so the same finish. At
+        # ``at`` itself where that re-rating, at this instant, put it here: the event goes back
+        # among this instant's events, in its finish's place.
+        eta = self.running[job_id].finish_eta()
         live.at, live.seq = (eta if eta > at else at), live.finish_seq
         _heappush(self._heap, (live.at, _COMPLETION_RANK, live.seq, _COMPLETION, job_id))
 
