@@ -56,8 +56,8 @@ class Contention:
         """
         if len(running) <= len(self._placed):
             return Neighbours(self._node_jobs, running, job_id), Sharing(self._rack_cross, running, job_id)
-        nodes: list[dict[str, tuple[Placed, int, int]]] = [{} for _ in self._node_jobs]
-        racks: list[dict[str, Placed]] = [{} for _ in self._rack_cross]
+        nodes: list[list[tuple[Placed, int, int]]] = [[] for _ in self._node_jobs]
+        racks: list[list[Placed]] = [[] for _ in self._rack_cross]
         for other_id, state in running.items():
             if other_id == job_id:
                 continue
@@ -66,10 +66,10 @@ class Contention:
                 other = self._place_state(state)
             spread = len(other.nodes) > 1
             for i, node in enumerate(other.nodes):
-                nodes[node][other_id] = (other, other.node_gpus[i], i if spread else -1)
+                nodes[node].append((other, other.node_gpus[i], i if spread else -1))
             if other.crosses:
                 for rack in other.racks:
-                    racks[rack][other_id] = other
+                    racks[rack].append(other)
         return Neighbours(nodes, running, job_id), Sharing(racks, running, job_id)
 
     def interference(self, placed: Placed, nodes: Neighbours | None) -> float:

@@ -30,10 +30,12 @@ class RunningIndex:
         self.weights = weights
         self.scale = scale
         self.placed: dict[str, Placed] = {}
-        # per node: job id -> (placement, its GPUs there, the node's position in its
-        # node_factors, or -1 for a placement on one node)
-        self.node_jobs: list[dict[str, tuple[Placed, int, int]]] = [{} for _ in node_size]
-        self.rack_cross: list[dict[str, Placed]] = [{} for _ in uplink_gbps]
+        # Lists in the order the jobs came, not dicts by id: these are scanned at every start
+        # and stop, and compiled, a list is walked natively where a dict's items are not.
+        # Per node: (placement, its GPUs there, the node's position in its node_factors,
+        # or -1 for a placement on one node).
+        self.node_jobs: list[list[tuple[Placed, int, int]]] = [[] for _ in node_size]
+        self.rack_cross: list[list[Placed]] = [[] for _ in uplink_gbps]
         self.share = [INF] * len(uplink_gbps)  # uplink Gb/s per crossing job
         self.forked: dict[str, Placed] = {}  # running jobs forked into copies
 
@@ -60,7 +62,7 @@ class RunningIndex:
                 size = self.node_size[node]
                 share = placed.node_gpus[i] / size
                 factor = 1.0
-                for other, other_gpus, j in self.node_jobs[node].values():
+                for other, other_gpus, j in self.node_jobs[node]:
                     if partner is not None and other.job_id == partner:
                         other.partner = job_id
                         continue
@@ -80,41 +82,42 @@ class RunningIndex:
                 factors[i] = factor
         if len(nodes) == 1:
             placed.factor = factors[0]
-            self.node_jobs[nodes[0]][job_id] = (placed, placed.node_gpus[0], -1)
+            self.node_jobs[nodes[0]].append((placed, placed.node_gpus[0], -1))
         else:
             placed.node_factors = factors
             placed.factor = _least(factors)
             for i, node in enumerate(nodes):
-                self.node_jobs[node][job_id] = (placed, placed.node_gpus[i], i)
+                self.node_jobs[node].append((placed, placed.node_gpus[i], i))
         if placed.crosses:
             cluster_gbps = self.cluster_gbps
             placed.bandwidth = placed.base_gbps  # lowered to its racks' least share below
             for rack in placed.racks:
                 crossing = self.rack_cross[rack]
-                crossing[job_id] = placed
+                crossing.append(placed)
                 share = self.share[rack] = self.uplink_gbps[rack] / len(crossing)
                 if share < cluster_gbps:
                     # The share fell: only jobs faster than the new share slow down, to it.
-                    for other_id, other in crossing.items():
+                    for other in crossing:
                         if other.bandwidth > share:
                             other.bandwidth = share
-                            affected[other_id] = other
+                            affected[other.job_id] = other
 
     def remove(self, placed: Placed, affected: dict[str, Placed]) -> None:
         """Remove a placement; jobs whose pace or uplink bandwidth may have moved go to ``affected``."""
         job_id = placed.job_id
         del self.placed[job_id]
-        self.forked.pop(job_id, None)
+        if job_id in self.forked:  # compiled, `pop(key, None)` is a generic method call
+            del self.forked[job_id]
         partner = placed.partner
         for i, node in enumerate(placed.nodes):
             neighbours = self.node_jobs[node]
-            del neighbours[job_id]
+            del neighbours[_entry_position(neighbours, placed)]
             if self.scale <= 0 or not neighbours:
                 continue
             share = placed.node_gpus[i] / self.node_size[node]
             alone = len(neighbours) == 1
             model_id = placed.model_id
-            for other, _, j in neighbours.values():
+            for other, _, j in neighbours:
                 if partner is not None and other.job_id == partner:
                     other.partner = None  # runs on alone: the engine drops its pair factor
                     continue
@@ -145,14 +148,14 @@ class RunningIndex:
             cluster_gbps = self.cluster_gbps
             for rack in placed.racks:
                 crossing = self.rack_cross[rack]
-                del crossing[job_id]
+                del crossing[_position(crossing, placed)]
                 old = self.share[rack]
                 self.share[rack] = self.uplink_gbps[rack] / len(crossing) if crossing else INF
                 if old < cluster_gbps:
                     # The share rose. A job's bandwidth is at most ``old``; one below it is
                     # held by another link and keeps it. The rest take their new least.
                     shares = self.share
-                    for other_id, other in crossing.items():
+                    for other in crossing:
                         if other.bandwidth >= old:
                             least = other.base_gbps
                             for other_rack in other.racks:  # a loop, not `min(map(...))`: compiled, it stays native
@@ -160,7 +163,7 @@ class RunningIndex:
                                 if rack_share < least:
                                     least = rack_share
                             other.bandwidth = least
-                            affected[other_id] = other
+                            affected[other.job_id] = other
 
 
 def _least(values: list[float]) -> float:
@@ -171,3 +174,20 @@ def _least(values: list[float]) -> float:
         if value < least:
             least = value
     return least
+
+
+def _position(placements: list[Placed], placed: Placed) -> int:
+    """Where ``placed`` stands in ``placements`` (it is there), found by identity: `list.remove`
+    compares each placement before it for equality, a generic call apiece."""
+    for i, other in enumerate(placements):
+        if other is placed:
+            return i
+    raise KeyError(placed.job_id)
+
+
+def _entry_position(entries: list[tuple[Placed, int, int]], placed: Placed) -> int:
+    """Where ``placed``'s entry stands in a node's entries (it is there)."""
+    for i, entry in enumerate(entries):
+        if entry[0] is placed:
+            return i
+    raise KeyError(placed.job_id)

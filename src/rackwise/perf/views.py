@@ -55,7 +55,7 @@ class Neighbours:
 
     __slots__ = ("_nodes", "_running", "_skip")
 
-    def __init__(self, nodes: list[dict[str, tuple[Placed, int, int]]], running: Mapping[str, object],
+    def __init__(self, nodes: list[list[tuple[Placed, int, int]]], running: Mapping[str, object],
                  skip: str) -> None:
         self._nodes = nodes
         self._running = running
@@ -63,7 +63,7 @@ class Neighbours:
 
     def __getitem__(self, node: int) -> list[tuple[Placed, int, int]]:
         running, skip = self._running, self._skip
-        return [v for k, v in self._nodes[node].items() if k != skip and k in running]
+        return [entry for entry in self._nodes[node] if entry[0].job_id != skip and entry[0].job_id in running]
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -72,11 +72,11 @@ class Sharing:
 
     __slots__ = ("_racks", "_running", "_skip")
 
-    def __init__(self, racks: list[dict[str, Placed]], running: Mapping[str, object], skip: str) -> None:
+    def __init__(self, racks: list[list[Placed]], running: Mapping[str, object], skip: str) -> None:
         self._racks = racks
         self._running = running
         self._skip = skip
 
     def __getitem__(self, rack: int) -> int:
         running, skip = self._running, self._skip
-        return 1 + sum(1 for k in self._racks[rack] if k != skip and k in running)
+        return 1 + sum(1 for other in self._racks[rack] if other.job_id != skip and other.job_id in running)
