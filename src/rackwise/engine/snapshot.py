@@ -25,15 +25,14 @@ from rackwise.cluster.allocation import SLICED, SLICES_PER_GPU, slices_of
 from rackwise.cluster.topology import Links, Node, Topology
 from rackwise.errors import InputError
 from rackwise.workload.job import Job, Parallelism
-from rackwise.workload.state import STATE_FIELDS, JobState, Status
+from rackwise.workload.state import JOB_FIELDS, STATE_FIELDS, JobState, Status
 
 FORMAT = "rackwise-snapshot/1"
 # Share of the duration error jobs have in common, where it was not measured
 # (files from before it was, backends): see `forecast.durations.error_correlation`.
 DEFAULT_ERROR_CORRELATION = 0.5
 HELD_PREFIX = "!"  # owners of GPUs no policy may use (a node down, a job not ours)
-# A state's `job_id` is its job's, kept beside it for speed: a file carries it in the job alone.
-_SAVED_SLOTS = tuple(slot for slot in STATE_FIELDS if slot != "job_id")
+_SAVED_SLOTS = tuple(slot for slot in STATE_FIELDS if slot not in JOB_FIELDS)
 
 
 @dataclass(frozen=True)

@@ -228,12 +228,12 @@ def _run(snapshot: ClusterSnapshot, seed: int, durations_s: Mapping[str, float] 
         state = copy_state(original)
         total = running_total_s(predicted[state.job_id], done_s(state, now))
         if total != state.job.duration_s:
-            state.job = scaled(state.job, total)
+            state.swap_job(scaled(state.job, total))
         running.append(state)
     pending: list[JobState] = []
     for original in snapshot.pending:
         state = copy_state(original)
-        state.job = scaled(state.job, predicted[state.job_id])
+        state.swap_job(scaled(state.job, predicted[state.job_id]))
         pending.append(state)
     arrivals = [scaled(job, predicted.get(job.job_id, job.duration_s)) for job in snapshot.arrivals]
     arrivals.extend(extra_arrivals)

@@ -218,7 +218,7 @@ class Simulator:
         for state in running:
             if state.job.is_fractional:
                 sim.allocation.allocate_slices(state.job_id, state.gpu_ids[0],
-                                               slices_of(state.job.gpu_share))
+                                               slices_of(state.gpu_share))
             elif state.partner is None or state.partner not in sim.running:  # a pair holds its GPUs once
                 sim.allocation.allocate(state.job_id, state.gpu_ids)
             sim.running[state.job_id] = state
@@ -414,7 +414,7 @@ class Simulator:
             changed.add(start.job_id)
             if start.beside is not None:
                 changed.add(start.beside)
-            if state.job.gpu_share < 1.0:  # `is_fractional`, inlined here and below: once per start
+            if state.gpu_share < 1.0:  # `is_fractional`, inlined here and below: once per start
                 changed.update(self.allocation.tenants[start.gpu_ids[0]])
         if changed:
             self._update_rates(changed, now)
@@ -429,8 +429,8 @@ class Simulator:
         del self.pending[state.job_id]
         self._queue_order.leave(state.job_id)
         state.copies = copies
-        if state.job.gpu_share < 1.0:
-            self.allocation.allocate_slices(state.job_id, gpu_ids[0], slices_of(state.job.gpu_share))
+        if state.gpu_share < 1.0:
+            self.allocation.allocate_slices(state.job_id, gpu_ids[0], slices_of(state.gpu_share))
         elif beside is None:
             self.allocation.allocate(state.job_id, gpu_ids)
         else:  # the GPUs stay its partner's in the table; both jobs hold them
@@ -458,7 +458,7 @@ class Simulator:
             if state.first_start is not None and state.first_start > now:
                 state.first_start = None
         partner = state.partner
-        if state.job.gpu_share < 1.0:  # its GPU's other tenants now run at a new pace
+        if state.gpu_share < 1.0:  # its GPU's other tenants now run at a new pace
             gpu = state.gpu_ids[0]
             self.allocation.release_slices(state.job_id, gpu)
             changed.update(self.allocation.tenants.get(gpu, ()))
@@ -487,7 +487,7 @@ class Simulator:
 
     def _finish(self, state: JobState, now: float, changed: set[str]) -> None:
         self._stop(state, now, changed)
-        state.iters_done = state.job.total_iters
+        state.iters_done = state.total_iters
         state.status = FINISHED
         state.finish_time = now
         self.finished[state.job_id] = state
@@ -507,7 +507,7 @@ class Simulator:
                 rate = forked_rate(self.perf, state, running, frac, self._copy_efficiency)
             elif state.partner is not None:
                 rate *= self._pair_factor(state)
-            elif state.job.gpu_share < 1.0:  # `is_fractional`, inlined: this runs per re-rated job
+            elif state.gpu_share < 1.0:  # `is_fractional`, inlined: this runs per re-rated job
                 rate *= self._tenancy_factor(state)
             if job_id not in changed and rate == state.rate_iters_per_s:
                 continue
@@ -522,7 +522,7 @@ class Simulator:
             if rate > 0.0:
                 start, busy = state.last_update, state.busy_until
                 eta = (start if start >= busy else busy) + (
-                    state.job.total_iters - state.iters_done) / rate
+                    state.total_iters - state.iters_done) / rate
             live = dues.get(job_id)
             if eta < INF:
                 due = eta if eta > now else now
@@ -640,12 +640,12 @@ def _record(state: JobState) -> JobRecord:
     # Positional, in `JobRecord`'s field order: a class called with keywords parses
     # them from a dict, and this runs once per job.
     return build_record(
-        job.job_id, job.group, job.model, job.n_gpus,  # job_id, group, model, n_gpus
+        state.job_id, job.group, job.model, state.n_gpus,  # job_id, group, model, n_gpus
         job.submit_time, state.first_start, state.finish_time,  # submit_time, first_start, finish_time
         jct, jct - run_time_s, run_time_s,  # jct_s, queueing_delay_s, run_time_s
         state.overhead_s, state.attained_gpu_s, state.n_preemptions,  # overhead_s, gpu_s, n_preemptions
         state.n_nodes, state.n_racks, job.duration_s,  # n_nodes, n_racks, duration_s
-        job.total_iters, state.comm_s, state.comm_extra_s,  # total_iters, comm_s, comm_extra_s
+        state.total_iters, state.comm_s, state.comm_extra_s,  # total_iters, comm_s, comm_extra_s
     )
 
 

@@ -45,10 +45,12 @@ STATE_FIELDS = (
     "finish_time",
     "first_start",
     "gpu_ids",
+    "gpu_share",
     "iters_done",
     "job",
     "job_id",
     "last_update",
+    "n_gpus",
     "n_nodes",
     "n_preemptions",
     "n_racks",
@@ -59,8 +61,11 @@ STATE_FIELDS = (
     "run_start",
     "run_time_s",
     "status",
+    "total_iters",
     "version",
 )
+# The fields of `job` a state keeps beside it (`JobState.swap_job`): a file carries them in the job alone.
+JOB_FIELDS = ("gpu_share", "job_id", "n_gpus", "total_iters")
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
@@ -71,9 +76,12 @@ class JobState:
 
     def __init__(self, job: Job) -> None:
         self.job = job
-        # A slot, not a property: read on every hot path. A job record put in
-        # `job` later (a forecast's rescaled copy) keeps this id.
+        # The job's own figures in slots, read on every hot path: compiled, a slot is read
+        # directly, where a field of the (interpreted) `Job` is a look-up by name.
         self.job_id = job.job_id
+        self.n_gpus = job.n_gpus
+        self.gpu_share = job.gpu_share
+        self.total_iters = job.total_iters
         self.status = PENDING
         self.gpu_ids: tuple[int, ...] = ()
         self.iters_done = 0.0
@@ -109,6 +117,7 @@ class JobState:
         twin.comm_s, twin.comm_s_per_iter = self.comm_s, self.comm_s_per_iter
         twin.copies, twin.finish_time, twin.first_start = self.copies, self.finish_time, self.first_start
         twin.gpu_ids, twin.iters_done, twin.job_id = self.gpu_ids, self.iters_done, self.job_id
+        twin.n_gpus, twin.gpu_share, twin.total_iters = self.n_gpus, self.gpu_share, self.total_iters
         twin.last_update, twin.n_nodes, twin.n_preemptions = self.last_update, self.n_nodes, self.n_preemptions
         twin.n_racks, twin.overhead_s, twin.partner = self.n_racks, self.overhead_s, self.partner
         twin.queued_since, twin.rate_iters_per_s = self.queued_since, self.rate_iters_per_s
@@ -116,11 +125,14 @@ class JobState:
         twin.status, twin.version = self.status, self.version
         return twin
 
-    # ------------------------------------------------------------- lazy reads
-    @property
-    def n_gpus(self) -> int:
-        return self.job.n_gpus
+    def swap_job(self, job: Job) -> None:
+        """Put another record of the same job in ``job`` (a forecast's rescaled copy)."""
+        if job.job_id != self.job_id:
+            raise ValueError(f"job {job.job_id!r} is not {self.job_id!r}")
+        self.job = job
+        self.n_gpus, self.gpu_share, self.total_iters = job.n_gpus, job.gpu_share, job.total_iters
 
+    # ------------------------------------------------------------- lazy reads
     def iters_at(self, now: float) -> float:
         """Iterations done by ``now``."""
         if self.status is not RUNNING:
@@ -128,15 +140,15 @@ class JobState:
         productive = now - max(self.last_update, self.busy_until)
         if productive <= 0.0:
             return self.iters_done
-        return min(self.job.total_iters, self.iters_done + productive * self.rate_iters_per_s)
+        return min(self.total_iters, self.iters_done + productive * self.rate_iters_per_s)
 
     def remaining_iters(self, now: float) -> float:
-        return self.job.total_iters - self.iters_at(now)
+        return self.total_iters - self.iters_at(now)
 
     def attained_service_gpu_s(self, now: float) -> float:
         """GPU-seconds held so far (Tiresias' attained service)."""
         if self.status is RUNNING and now > self.last_update:  # not before it is launched
-            return self.attained_gpu_s + self.job.n_gpus * self.job.gpu_share * self.copies * (
+            return self.attained_gpu_s + self.n_gpus * self.gpu_share * self.copies * (
                 now - self.last_update)
         return self.attained_gpu_s
 
@@ -151,7 +163,7 @@ class JobState:
         if self.rate_iters_per_s <= 0.0:
             return float("inf")
         start = max(self.last_update, self.busy_until)
-        return start + (self.job.total_iters - self.iters_done) / self.rate_iters_per_s
+        return start + (self.total_iters - self.iters_done) / self.rate_iters_per_s
 
     # --------------------------------------------------------- engine updates
     def advance(self, now: float) -> None:
@@ -164,7 +176,7 @@ class JobState:
             busy = self.busy_until
             productive = now - (last if last >= busy else busy)
             if productive > 0.0:
-                total = self.job.total_iters
+                total = self.total_iters
                 grown = before + productive * self.rate_iters_per_s
                 self.iters_done = total if total <= grown else grown
                 if self.comm_s_per_iter:
@@ -172,14 +184,14 @@ class JobState:
                     self.comm_s += done * self.comm_s_per_iter
                     self.comm_extra_s += done * self.comm_extra_s_per_iter
             elapsed = now - last
-            self.attained_gpu_s += self.job.n_gpus * self.job.gpu_share * self.copies * elapsed
+            self.attained_gpu_s += self.n_gpus * self.gpu_share * self.copies * elapsed
             self.run_time_s += elapsed
         if now > last:
             self.last_update = now
 
     def __repr__(self) -> str:
         return (f"JobState({self.job_id!r}, {self.status.value}, gpus={len(self.gpu_ids)}, "
-                f"iters={self.iters_done:.6g}/{self.job.total_iters:.6g})")
+                f"iters={self.iters_done:.6g}/{self.total_iters:.6g})")
 
 
 def state_of(states: Mapping[str, JobState], job_id: str) -> JobState | None:
