@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from rackwise.perf.base import NO_COMM
 from rackwise.perf.comm import LINK_NAMES, UPLINK
 from rackwise.perf.placed import Placed
-from rackwise.perf.running_index import RunningIndex
+from rackwise.perf.running_index import Affected, RunningIndex
 from rackwise.perf.views import Neighbours, Sharing
 from rackwise.workload.state import JobState
 
@@ -114,7 +114,7 @@ class Contention:
             return placed.compute_s / self.interference(placed, nodes) + comm, comm
         return placed.compute_s + comm, comm
 
-    def rate_forked(self, running: Mapping[str, JobState], affected: dict[str, Placed],
+    def rate_forked(self, running: Mapping[str, JobState], affected: Affected,
                      touched: list[Placed], out: dict[str, float]) -> None:
         """Re-rate the forked jobs that share a node or an uplink with ``touched``.
 
@@ -128,9 +128,9 @@ class Contention:
         nodes = {node for placed in touched for node in placed.nodes}
         racks = {rack for placed in touched if placed.crosses for rack in placed.racks}
         for job_id, placed in self._forked.items():
-            if job_id in affected or not nodes.isdisjoint(placed.nodes) or (
+            if affected.holds(placed) or not nodes.isdisjoint(placed.nodes) or (
                     placed.crosses and not racks.isdisjoint(placed.racks)):
-                affected.pop(job_id, None)
+                affected.drop(placed)
                 if job_id not in running:
                     continue
                 neighbours, sharing = self.what_if_context(job_id, running)

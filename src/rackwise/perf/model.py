@@ -206,7 +206,7 @@ class NetworkPerf:
         Only jobs whose pace (slowest node factor) or uplink share moved are
         re-rated, and only those whose rate moved are reported (plus ``changed``).
         """
-        affected: dict[str, Placed] = {}  # the jobs to re-rate, by id
+        affected = self.index_.affected()  # the placements to re-rate
         touched: list[Placed] = []  # placements added or removed
         placed_jobs = self._placed
         for job_id in changed:
@@ -214,6 +214,7 @@ class NetworkPerf:
             state = state_of(running, job_id)
             if old is not None and (state is None or state.gpu_ids != old.gpu_ids):
                 self.index_.remove(old, affected)
+                affected.drop(old)  # gone from the index: nothing to re-rate
                 touched.append(old)
                 self._comm_now.pop(job_id, None)
                 old = None
@@ -225,14 +226,17 @@ class NetworkPerf:
                     touched.append(old)
                 else:
                     old.rate = -1.0  # named in `changed`: reported even if its pace did not move
-                affected[job_id] = old
+                affected.add(old)
         out: dict[str, float] = {}
         if self._forked:
             self.contention_.rate_forked(running, affected, touched, out)
-        # The live-index case of `_step`, inlined: this loop runs for every re-rated job.
+        # The live-index case of `_step`, inlined: this loop runs for every re-rated job. Each
+        # job's rate is its own, so the order of `placements` (the engine sorts) changes none.
         comm_now = self._comm_now
-        for job_id, placed in affected.items():
-            if job_id not in running:
+        listing = affected.listing
+        for placed in affected.placements:
+            job_id = placed.job_id
+            if placed.listed != listing or job_id not in running:
                 continue
             if placed.ideal_rate > 0:
                 out[job_id] = placed.ideal_rate

@@ -41,6 +41,7 @@ class Placed:
         "ideal_rate",
         "job_id",
         "level",
+        "listed",
         "model",
         "model_id",
         "node_factors",
@@ -75,6 +76,7 @@ class Placed:
     coeff: list[float]  # interference weight of each neighbour, by its model's id (`Weights`)
     model_id: int  # its model's id in `Weights`
     rate: float  # last rate reported to the engine
+    listed: int  # the last re-rating that listed it to re-rate (`running_index.Affected`), 0: none
     crosses: bool  # its ring goes through rack uplinks
     bandwidth: float  # least bandwidth of its links now, Gb/s (kept by `RunningIndex` while it crosses racks)
     # Mixed-parallel jobs that cross racks: (link seconds, cross-rack bits) per kind of

@@ -74,6 +74,7 @@ class Placing:
         placed.job_id = job.job_id
         placed.gpu_ids = gpu_ids
         placed.rate = -1.0
+        placed.listed = 0
         placed.partner = None
         placed.crosses = False
         placed.bandwidth = INF

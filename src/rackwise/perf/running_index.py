@@ -16,11 +16,39 @@ from rackwise.perf.views import Weights
 
 
 @mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+class Affected:
+    """The placements one re-rating may move, each once, in the order first named.
+
+    A list and a mark on each placement (`Placed.listed`), not a dict by job
+    id: compiled, an append and a compared mark are native, where each
+    insertion into a dict hashes and probes.
+    """
+
+    __slots__ = ("listing", "placements")
+
+    def __init__(self, listing: int) -> None:
+        self.listing = listing  # this re-rating's number, > 0
+        self.placements: list[Placed] = []
+
+    def add(self, placed: Placed) -> None:
+        if placed.listed != self.listing:
+            placed.listed = self.listing
+            self.placements.append(placed)
+
+    def holds(self, placed: Placed) -> bool:
+        return placed.listed == self.listing
+
+    def drop(self, placed: Placed) -> None:
+        """Leave ``placed`` out (it stays in `placements`, to be skipped)."""
+        placed.listed = 0
+
+
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class RunningIndex:
     """Running placements by node and by crossed rack uplink, with their factors and shares."""
 
-    __slots__ = ("cluster_gbps", "forked", "node_jobs", "node_size", "placed", "rack_cross", "scale",
-                 "share", "uplink_gbps", "weights")
+    __slots__ = ("cluster_gbps", "forked", "n_listings", "node_jobs", "node_size", "placed", "rack_cross",
+                 "scale", "share", "uplink_gbps", "weights")
 
     def __init__(self, node_size: tuple[int, ...], uplink_gbps: tuple[float, ...], cluster_gbps: float,
                  weights: Weights, scale: float) -> None:
@@ -38,8 +66,14 @@ class RunningIndex:
         self.rack_cross: list[list[Placed]] = [[] for _ in uplink_gbps]
         self.share = [INF] * len(uplink_gbps)  # uplink Gb/s per crossing job
         self.forked: dict[str, Placed] = {}  # running jobs forked into copies
+        self.n_listings = 0  # re-ratings begun (`affected`)
 
-    def add(self, placed: Placed, affected: dict[str, Placed]) -> None:
+    def affected(self) -> Affected:
+        """A new, empty list of the placements a re-rating may move."""
+        self.n_listings += 1
+        return Affected(self.n_listings)
+
+    def add(self, placed: Placed, affected: Affected) -> None:
         """Add a running placement; update its neighbours' factors and its uplinks' shares.
 
         Jobs whose pace or uplink bandwidth may have moved are added to ``affected``.
@@ -78,7 +112,7 @@ class RunningIndex:
                         value = others[j] = others[j] * (1.0 - theirs * share)
                     if value < other.factor:
                         other.factor = value
-                        affected[other.job_id] = other
+                        affected.add(other)
                 factors[i] = factor
         if len(nodes) == 1:
             placed.factor = factors[0]
@@ -100,9 +134,9 @@ class RunningIndex:
                     for other in crossing:
                         if other.bandwidth > share:
                             other.bandwidth = share
-                            affected[other.job_id] = other
+                            affected.add(other)
 
-    def remove(self, placed: Placed, affected: dict[str, Placed]) -> None:
+    def remove(self, placed: Placed, affected: Affected) -> None:
         """Remove a placement; jobs whose pace or uplink bandwidth may have moved go to ``affected``."""
         job_id = placed.job_id
         del self.placed[job_id]
@@ -143,7 +177,7 @@ class RunningIndex:
                     if pace == old:
                         continue
                     other.factor = pace
-                affected[other.job_id] = other
+                affected.add(other)
         if placed.crosses:
             cluster_gbps = self.cluster_gbps
             for rack in placed.racks:
@@ -163,7 +197,7 @@ class RunningIndex:
                                 if rack_share < least:
                                     least = rack_share
                             other.bandwidth = least
-                            affected[other.job_id] = other
+                            affected.add(other)
 
 
 def _least(values: list[float]) -> float:
