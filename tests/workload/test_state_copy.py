@@ -9,7 +9,7 @@ from rackwise.workload.state import STATE_FIELDS, JobState, Status
 def test_a_copy_carries_every_field_and_stands_alone() -> None:
     state = JobState(Job("j1", 5.0, 2, 1_000.0))
     # A distinct value in every field, so a field the copy leaves out shows.
-    ints = {"copies", "n_nodes", "n_preemptions", "n_racks", "version"}
+    ints = {"copies", "n_gpus", "n_nodes", "n_preemptions", "n_racks", "version"}
     others = {"job": state.job, "job_id": "j1", "status": Status.RUNNING, "gpu_ids": (3, 4), "partner": "j0"}
     for number, slot in enumerate(STATE_FIELDS, start=1):
         setattr(state, slot, others.get(slot, number if slot in ints else float(number)))
