@@ -417,7 +417,7 @@ def test_empty_workload_finishes_at_once() -> None:
 
 @dataclass(frozen=True)
 class SharedSpeed:
-    """Every running job's speed is divided by the number of running jobs."""
+    """Every running job's speed is divided by the number of running jobs (re-rated by id)."""
 
     def prepare(self, jobs: Sequence[Job], topology: Topology,
                 rng: np.random.Generator) -> list[Job]:
@@ -427,7 +427,8 @@ class SharedSpeed:
         return job.total_iters / job.duration_s / max(1, len(running))
 
     def rates(self, running: Mapping[str, JobState], changed: Collection[str]) -> dict[str, float]:
-        return {job_id: self.rate(s.job, s.gpu_ids, running) for job_id, s in running.items()}
+        return {job_id: self.rate(running[job_id].job, running[job_id].gpu_ids, running)
+                for job_id in sorted(running)}
 
     def restart_overhead_s(self, job: Job) -> float:
         return 0.0
@@ -500,6 +501,22 @@ def test_a_copy_taken_while_a_finish_is_put_off_finishes_in_the_same_order() -> 
         pass
     assert [(r.job_id, r.finish_time) for r in result.records] == [("b", 190.0), ("z", 190.0)]
     assert [(r.job_id, r.finish_time) for r in resumed.records] == [("b", 190.0), ("z", 190.0)]
+
+
+class SharedSpeedInStartOrder(SharedSpeed):
+    """`SharedSpeed`, re-rating the running jobs in the order they started."""
+
+    def rates(self, running: Mapping[str, JobState], changed: Collection[str]) -> dict[str, float]:
+        return {job_id: self.rate(s.job, s.gpu_ids, running) for job_id, s in running.items()}
+
+
+@pytest.mark.parametrize(("perf", "first"), [(SharedSpeed(), "b"), (SharedSpeedInStartOrder(), "z")])
+def test_finishes_at_one_instant_go_in_the_order_the_model_re_rated_them(perf: SharedSpeed, first: str) -> None:
+    """z and b both finish at 190 (the case above): the one its model's last answer named first goes first."""
+    jobs = [Job("z", 0.0, 1, 100.0), Job("b", 10.0, 1, 90.0)]
+    result = Simulator(uniform_cluster(1, gpus_per_node=4), jobs, Fifo(), perf=perf).run()
+    assert [(r.job_id, r.finish_time) for r in result.records] == [
+        (first, 190.0), ("z" if first == "b" else "b", 190.0)]
 
 
 def test_what_a_snapshot_reads_of_a_running_simulation() -> None:

@@ -40,7 +40,10 @@ class PerfModel(Protocol):
         """New rates of running jobs after the jobs in ``changed`` started or stopped.
 
         Must include every running job in ``changed``; may include others
-        whose rate changed (sharing a node or an uplink).
+        whose rate changed (sharing a node or an uplink). The engine re-rates
+        the jobs in the dict's order, which breaks ties between finishes at
+        one instant: it must follow from the inputs alone (``changed`` comes
+        sorted), never from the iteration order of a set.
         """
         ...
 

@@ -145,7 +145,7 @@ class RunningIndex:
         partner = placed.partner
         for i, node in enumerate(placed.nodes):
             neighbours = self.node_jobs[node]
-            del neighbours[_entry_position(neighbours, placed)]
+            neighbours.pop(_entry_position(neighbours, placed))  # compiled, `pop` is native where `del` is not
             if self.scale <= 0 or not neighbours:
                 continue
             share = placed.node_gpus[i] / self.node_size[node]
@@ -182,7 +182,7 @@ class RunningIndex:
             cluster_gbps = self.cluster_gbps
             for rack in placed.racks:
                 crossing = self.rack_cross[rack]
-                del crossing[_position(crossing, placed)]
+                crossing.pop(_position(crossing, placed))
                 old = self.share[rack]
                 self.share[rack] = self.uplink_gbps[rack] / len(crossing) if crossing else INF
                 if old < cluster_gbps:

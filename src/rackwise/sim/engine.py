@@ -495,13 +495,13 @@ class Simulator:
 
     def _update_rates(self, changed: set[str], now: float) -> None:
         running, heap, seq, running_log, dues = self.running, self._heap, self._n_pushed, self._running_log, self._due
-        # Sorted: the order of a set of strings changes between processes.
+        # Sorted: the order of a set of strings changes between processes. The model's answer
+        # comes in an order fixed by its inputs (`PerfModel.rates`), and is taken as it comes.
         new_rates = self.perf.rates(running, sorted(changed))
         # A dict, so that the compiled build reads it natively.
         comm = cast(CommAccounting, self.perf).comm_per_iter if self._tracks_comm else None
-        for job_id in sorted(new_rates):
+        for job_id, rate in new_rates.items():
             state = running[job_id]
-            rate = new_rates[job_id]
             if state.copies > 1:
                 frac = self._fork_overhead(state.job) if self._fork_overhead is not None else 0.0
                 rate = forked_rate(self.perf, state, running, frac, self._copy_efficiency)
@@ -509,7 +509,7 @@ class Simulator:
                 rate *= self._pair_factor(state)
             elif state.gpu_share < 1.0:  # `is_fractional`, inlined: this runs per re-rated job
                 rate *= self._tenancy_factor(state)
-            if job_id not in changed and rate == state.rate_iters_per_s:
+            if rate == state.rate_iters_per_s and job_id not in changed:
                 continue
             state.advance(now)
             state.rate_iters_per_s = rate
