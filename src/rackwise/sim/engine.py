@@ -150,11 +150,13 @@ class Simulator:
         self.observers = tuple(observers)
         self.on_progress = on_progress
         perf_rng, self._policy_rng = run_generators(seed)
-        prepared = self.perf.prepare(list(jobs), topology, perf_rng)
-        self.jobs = sorted(prepared, key=attrgetter("submit_time"))
-        _check_jobs(self.jobs, topology)
-        history = list(history)
-        self.history = tuple(self.perf.prepare(history, topology, history_rng(seed))) if history else ()
+        # A model may make a new record per job here (`NetworkPerf.prepare`), all of them kept.
+        with long_lived_objects():
+            prepared = self.perf.prepare(list(jobs), topology, perf_rng)
+            self.jobs = sorted(prepared, key=attrgetter("submit_time"))
+            _check_jobs(self.jobs, topology)
+            history = list(history)
+            self.history = tuple(self.perf.prepare(history, topology, history_rng(seed))) if history else ()
 
         self.now = 0.0
         self.allocation = Allocation(topology)
