@@ -230,8 +230,9 @@ class NetworkPerf:
         out: dict[str, float] = {}
         if self._forked:
             self.contention_.rate_forked(running, affected, touched, out)
-        # The live-index case of `_step`, inlined: this loop runs for every re-rated job. Each
-        # job's rate is its own, so the order of `placements` (the engine sorts) changes none.
+        # The live-index case of `_step`, inlined: this loop runs for every re-rated job. `out`
+        # follows the forked jobs' order, then that of `placements`, which comes from the sorted
+        # `changed` and the index's lists: the same in every process, as the engine re-rates in it.
         comm_now = self._comm_now
         listing = affected.listing
         for placed in affected.placements:
