@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 Row = dict[str, object]
 BUILDS = ("python", "compiled")
+LABELS = {"python": "Python", "compiled": "compiled"}
 
 
 def read_rows(paths: Iterable[Path]) -> Iterator[Row]:
@@ -52,21 +53,24 @@ def number(value: object, digits: int = 2) -> str:
     return f"{value:,.{digits}f}" if isinstance(value, float) else f"{value:,}"
 
 
-def why_not(row: Row | None) -> str | None:
-    """Why ``row`` has no figure (skipped, failed, absent), or None when it has one."""
+def cell(row: Row | None, render: Callable[[Row], str]) -> str:
+    """``render(row)``, or why ``row`` has no figure: a dash where it is absent, else its skip or error."""
     if row is None:
         return "—"
     reason = row.get("skipped") or row.get("error")
-    return f"{reason}" if reason else None
+    return str(reason) if reason else render(row)
 
 
 def pair(rows: dict[tuple[object, ...], Row], key: tuple[object, ...], field: str, digits: int = 2) -> str:
     """``field`` of the plain and the compiled row of ``key``, as ``plain / compiled``."""
-    cells = []
-    for build in BUILDS:
-        row = rows.get((*key, build))
-        cells.append(why_not(row) or number(row.get(field) if row else None, digits))
-    return " / ".join(cells)
+    return " / ".join(cell(rows.get((*key, build)), lambda row: number(row.get(field), digits))
+                      for build in BUILDS)
+
+
+def ratio(row: Row, small: str, large: str) -> str:
+    """``small / large (ratio)``, marked where the ratio is over its target."""
+    over = "" if row.get("meets_target") else ", over"
+    return f"{number(row.get(small))} / {number(row.get(large))} ({number(row.get('cpu_ratio'))}x{over})"
 
 
 def meets(row: Row | None) -> str:
@@ -103,16 +107,8 @@ def network_table(rows: list[Row]) -> list[str]:
              "| steps: ideal / network | mean queue: ideal / network |",
              "|---|---|---|---|---|---|"]
     for policy, trace in keys:
-        cells = []
-        for build in BUILDS:
-            row = ratios.get((policy, trace, build))
-            reason = why_not(row)
-            if reason is not None or row is None:
-                cells.append(reason or "—")
-                continue
-            over = "" if row.get("meets_target") else ", over"
-            cells.append(f"{number(row.get('cpu_s_ideal'))} / {number(row.get('cpu_s_network'))} "
-                         f"({number(row.get('cpu_ratio'))}x{over})")
+        cells = [cell(ratios.get((policy, trace, build)), lambda row: ratio(row, "cpu_s_ideal", "cpu_s_network"))
+                 for build in BUILDS]
         shown = ratios.get((policy, trace, "compiled")) or ratios.get((policy, trace, "python")) or {}
         lines.append(f"| {policy} | {trace} | {cells[0]} | {cells[1]} "
                      f"| {number(shown.get('n_steps_ideal'))} / {number(shown.get('n_steps_network'))} "
@@ -131,33 +127,43 @@ def decision_table(rows: list[Row]) -> list[str]:
              "| jobs started | decision hash |",
              "|---|---:|---|---|---:|---|"]
     for policy in policies:
-        cells, hashes, shown = [], [], {}
-        for build in BUILDS:
-            row = decisions.get((policy, build))
-            reason = why_not(row)
-            if reason is not None or row is None:
-                cells.append(reason or "—")
-                continue
-            shown = row
-            cells.append(f"{number(row.get('decision_ms_best'))} / {number(row.get('decision_ms_median'))}")
-            hashes.append(str(row.get("decisions_sha256")))
+        built = [decisions.get((policy, build)) for build in BUILDS]
+        cells = [cell(row, lambda row: f"{number(row.get('decision_ms_best'))} / "
+                                       f"{number(row.get('decision_ms_median'))}") for row in built]
+        shown = next((row for row in built if row is not None), {})
+        hashes = [str(row["decisions_sha256"]) for row in built if row and "decisions_sha256" in row]
         lines.append(f"| {policy} | {number(shown.get('target'), 0)} | {cells[0]} | {cells[1]} "
                      f"| {number(shown.get('n_started'))} | {' / '.join(dict.fromkeys(hashes)) or '—'} |")
     return lines
 
 
-def process_lines(rows: list[Row]) -> list[str]:
-    lines = []
-    for row in rows:
-        if row.get("figure") != "process":
-            continue
-        runs = row.get("wall_s_runs")
-        runs = runs if isinstance(runs, list) else []
-        figure = why_not(row) or (f"median {number(row.get('wall_s_median'), 3)} s wall of "
-                                  f"{', '.join(number(run, 3) for run in runs)}"
-                                  f" (target {number(row.get('target'), 0)} s: {meets(row)})")
-        lines.append(f"- {row.get('policy')} on {row.get('trace')}, {row.get('build')}: {figure}")
+def linearity_table(rows: list[Row]) -> list[str]:
+    runs = by_key(rows, "linearity", "policy", "trace")
+    policies = sorted({str(key[0]) for key in runs})
+    if not policies:
+        return []
+    traces = sorted({key[1] for key in runs}, key=lambda trace: (trace != "philly_2017", str(trace)))
+    starts = {key[1]: row.get("start_s") for key, row in runs.items()}
+    names = [f"{trace}" + (f" from {number(starts[trace], 0)} s" if starts[trace] else "") for trace in traces]
+    lines = ["| policy | " + " | ".join(f"{name}: {LABELS[build]}" for name in names for build in BUILDS) + " |",
+             "|---|" + "---|" * (len(BUILDS) * len(traces))]
+    for policy in policies:
+        cells = [cell(runs.get((policy, trace, build)), lambda row: ratio(row, "cpu_s_small", "cpu_s_large"))
+                 for trace in traces for build in BUILDS]
+        lines.append(f"| {policy} | " + " | ".join(cells) + " |")
     return lines
+
+
+def process_figure(row: Row) -> str:
+    runs = row.get("wall_s_runs")
+    walls = ", ".join(number(run, 3) for run in runs) if isinstance(runs, list) else "—"
+    return (f"median {number(row.get('wall_s_median'), 3)} s wall of {walls} "
+            f"(target {number(row.get('target'), 0)} s: {meets(row)})")
+
+
+def process_lines(rows: list[Row]) -> list[str]:
+    return [f"- {row.get('policy')} on {row.get('trace')}, {row.get('build')}: {cell(row, process_figure)}"
+            for row in rows if row.get("figure") == "process"]
 
 
 def main() -> None:
@@ -167,6 +173,7 @@ def main() -> None:
     sections = [("Full traces, IdealPerf", speed_table(rows)),
                 ("The network model over the ideal one", network_table(rows)),
                 ("One decision at 10,000 GPUs", decision_table(rows)),
+                ("Ten times the jobs", linearity_table(rows)),
                 ("The whole process", process_lines(rows))]
     for title, lines in sections:
         if lines:

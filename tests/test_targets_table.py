@@ -77,3 +77,27 @@ def test_a_line_that_is_not_json_names_its_file_and_line(tmp_path: Path) -> None
     path.write_text('{"figure": "speed"}\nnot json\n')
     with pytest.raises(SystemExit, match=r"rows.jsonl:2: not a JSON line"):
         list(targets_table.read_rows([path]))
+
+
+def test_linearity_table_names_each_window_and_marks_a_ratio_over_twelve() -> None:
+    def row(trace: str, build: str, start_s: float | None, large: float) -> dict[str, object]:
+        return {"figure": "linearity", "policy": "asrpt", "trace": trace, "build": build, "start_s": start_s,
+                "cpu_s_small": 0.5, "cpu_s_large": large, "cpu_ratio": round(large / 0.5, 2),
+                "target": 12.0, "meets_target": large / 0.5 < 12.0}
+
+    rows = [row("itp_2021", "compiled", 101017.0, 7.0), row("philly_2017", "compiled", None, 5.0),
+            row("philly_2017", "python", None, 5.5)]
+    table = targets_table.linearity_table(rows)
+    assert table[0] == ("| policy | philly_2017: Python | philly_2017: compiled | itp_2021 from 101,017 s: Python "
+                        "| itp_2021 from 101,017 s: compiled |")
+    assert table[2] == "| asrpt | 0.50 / 5.50 (11.00x) | 0.50 / 5.00 (10.00x) | — | 0.50 / 7.00 (14.00x, over) |"
+
+
+def test_process_line_gives_the_median_and_every_run() -> None:
+    rows = [{"figure": "process", "policy": "fifo", "trace": "philly_2017", "build": "compiled",
+             "wall_s_median": 1.92, "wall_s_runs": [1.95, 1.92, 1.9], "target": 2.0, "meets_target": True},
+            {"figure": "process", "policy": "fifo", "trace": "philly_2017", "build": "python",
+             "error": "exit code 1"}]
+    assert targets_table.process_lines(rows) == [
+        "- fifo on philly_2017, compiled: median 1.920 s wall of 1.950, 1.920, 1.900 (target 2 s: yes)",
+        "- fifo on philly_2017, python: exit code 1"]
