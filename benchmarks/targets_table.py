@@ -3,9 +3,9 @@
     python targets_table.py ROWS.jsonl [MORE.jsonl ...]
 
 Rows of both builds may come from several files (plain Python and compiled,
-each row names its ``build``); each table shows the figures each build has,
-and a dash where a build has no row. A row that was skipped or failed shows
-why. The speed and network tables read the whole-trace rows alone, those the
+each row names its ``build``); a table has columns for the builds it has rows
+of, and a dash where a build has no row. A row that was skipped or failed
+shows why. The speed and network tables read the whole-trace rows alone, those the
 targets speak of.
 """
 
@@ -42,6 +42,15 @@ def by_key(rows: Iterable[Row], figure: str, *fields: str) -> dict[tuple[object,
             for row in rows if row.get("figure") == figure}
 
 
+def builds_of(keyed: dict[tuple[object, ...], Row]) -> list[str]:
+    """The builds ``keyed`` (from `by_key`) has rows of, plain Python first."""
+    return [build for build in BUILDS if any(key[-1] == build for key in keyed)]
+
+
+def labels(builds: list[str]) -> str:
+    return " / ".join(LABELS[build] for build in builds)
+
+
 def full_trace(rows: Iterable[Row]) -> Iterator[Row]:
     """The rows held to a target: `bench_policies.py` sets one on whole-trace runs alone."""
     return (row for row in rows if "target" in row)
@@ -62,9 +71,9 @@ def cell(row: Row | None, render: Callable[[Row], str]) -> str:
 
 
 def pair(rows: dict[tuple[object, ...], Row], key: tuple[object, ...], field: str, digits: int = 2) -> str:
-    """``field`` of the plain and the compiled row of ``key``, as ``plain / compiled``."""
+    """``field`` of each build's row of ``key``, as ``plain / compiled``."""
     return " / ".join(cell(rows.get((*key, build)), lambda row: number(row.get(field), digits))
-                      for build in BUILDS)
+                      for build in builds_of(rows))
 
 
 def ratio(row: Row, small: str, large: str) -> str:
@@ -84,12 +93,13 @@ def speed_table(rows: list[Row]) -> list[str]:
     policies = sorted({str(key[0]) for key in speed})
     if not policies:
         return []
-    lines = ["| policy | philly_2017, CPU s: Python / compiled | itp_2021, CPU s: Python / compiled "
-             "| peak RSS on philly_2017, MiB: Python / compiled | under 60 s on both: Python / compiled |",
+    builds = labels(builds_of(speed))
+    lines = [f"| policy | philly_2017, CPU s: {builds} | itp_2021, CPU s: {builds} "
+             f"| peak RSS on philly_2017, MiB: {builds} | under 60 s on both: {builds} |",
              "|---|---:|---:|---:|---|"]
     for policy in policies:
         both = []
-        for build in BUILDS:
+        for build in builds_of(speed):
             answers = [meets(speed.get((policy, trace, build))) for trace in ("philly_2017", "itp_2021")]
             both.append("—" if "—" in answers else "yes" if answers == ["yes", "yes"] else "no")
         lines.append(f"| {policy} | {pair(speed, (policy, 'philly_2017'), 'cpu_s')} "
@@ -103,14 +113,16 @@ def network_table(rows: list[Row]) -> list[str]:
     keys = sorted({key[:2] for key in ratios}, key=lambda key: (str(key[0]), str(key[1]) != "philly_2017"))
     if not keys:
         return []
-    lines = ["| policy | trace | CPU s, ideal / network (ratio): Python | compiled "
-             "| steps: ideal / network | mean queue: ideal / network |",
-             "|---|---|---|---|---|---|"]
+    builds = builds_of(ratios)
+    lines = ["| policy | trace | " + " | ".join(f"{LABELS[build]}, CPU s: ideal / network (ratio)"
+                                                for build in builds)
+             + " | steps: ideal / network | mean queue: ideal / network |",
+             "|---|---|" + "---|" * (len(builds) + 2)]
     for policy, trace in keys:
         cells = [cell(ratios.get((policy, trace, build)), lambda row: ratio(row, "cpu_s_ideal", "cpu_s_network"))
-                 for build in BUILDS]
+                 for build in builds]
         shown = ratios.get((policy, trace, "compiled")) or ratios.get((policy, trace, "python")) or {}
-        lines.append(f"| {policy} | {trace} | {cells[0]} | {cells[1]} "
+        lines.append(f"| {policy} | {trace} | {' | '.join(cells)} "
                      f"| {number(shown.get('n_steps_ideal'))} / {number(shown.get('n_steps_network'))} "
                      f"| {number(shown.get('mean_pending_ideal'), 1)} / "
                      f"{number(shown.get('mean_pending_network'), 1)} |")
@@ -123,16 +135,17 @@ def decision_table(rows: list[Row]) -> list[str]:
     policies = sorted(targets, key=lambda policy: (targets[policy], str(policy)))
     if not policies:
         return []
-    lines = ["| policy | target, ms | Python: best / median, ms | compiled: best / median, ms "
-             "| jobs started | decision hash |",
-             "|---|---:|---|---|---:|---|"]
+    builds = builds_of(decisions)
+    lines = ["| policy | target, ms | " + " | ".join(f"{LABELS[build]}: best / median, ms" for build in builds)
+             + " | jobs started | decision hash |",
+             "|---|---:|" + "---|" * len(builds) + "---:|---|"]
     for policy in policies:
-        built = [decisions.get((policy, build)) for build in BUILDS]
+        built = [decisions.get((policy, build)) for build in builds]
         cells = [cell(row, lambda row: f"{number(row.get('decision_ms_best'))} / "
                                        f"{number(row.get('decision_ms_median'))}") for row in built]
         shown = next((row for row in built if row is not None), {})
         hashes = [str(row["decisions_sha256"]) for row in built if row and "decisions_sha256" in row]
-        lines.append(f"| {policy} | {number(shown.get('target'), 0)} | {cells[0]} | {cells[1]} "
+        lines.append(f"| {policy} | {number(shown.get('target'), 0)} | {' | '.join(cells)} "
                      f"| {number(shown.get('n_started'))} | {' / '.join(dict.fromkeys(hashes)) or '—'} |")
     return lines
 
@@ -145,11 +158,12 @@ def linearity_table(rows: list[Row]) -> list[str]:
     traces = sorted({key[1] for key in runs}, key=lambda trace: (trace != "philly_2017", str(trace)))
     starts = {key[1]: row.get("start_s") for key, row in runs.items()}
     names = [f"{trace}" + (f" from {number(starts[trace], 0)} s" if starts[trace] else "") for trace in traces]
-    lines = ["| policy | " + " | ".join(f"{name}: {LABELS[build]}" for name in names for build in BUILDS) + " |",
-             "|---|" + "---|" * (len(BUILDS) * len(traces))]
+    builds = builds_of(runs)
+    lines = ["| policy | " + " | ".join(f"{name}: {LABELS[build]}" for name in names for build in builds) + " |",
+             "|---|" + "---|" * (len(builds) * len(traces))]
     for policy in policies:
         cells = [cell(runs.get((policy, trace, build)), lambda row: ratio(row, "cpu_s_small", "cpu_s_large"))
-                 for trace in traces for build in BUILDS]
+                 for trace in traces for build in builds]
         lines.append(f"| {policy} | " + " | ".join(cells) + " |")
     return lines
 

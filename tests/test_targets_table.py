@@ -101,3 +101,11 @@ def test_process_line_gives_the_median_and_every_run() -> None:
     assert targets_table.process_lines(rows) == [
         "- fifo on philly_2017, compiled: median 1.920 s wall of 1.950, 1.920, 1.900 (target 2 s: yes)",
         "- fifo on philly_2017, python: exit code 1"]
+
+
+def test_a_table_has_columns_for_the_builds_it_has_rows_of() -> None:
+    rows = [_speed("fifo", trace, "compiled", 1.0) for trace in ("philly_2017", "itp_2021")]
+    table = targets_table.speed_table(rows)
+    assert table[0] == ("| policy | philly_2017, CPU s: compiled | itp_2021, CPU s: compiled "
+                        "| peak RSS on philly_2017, MiB: compiled | under 60 s on both: compiled |")
+    assert table[2] == "| fifo | 1.00 | 1.00 | 250 | yes |"
