@@ -93,13 +93,14 @@ def speed_table(rows: list[Row]) -> list[str]:
     policies = sorted({str(key[0]) for key in speed})
     if not policies:
         return []
-    builds = labels(builds_of(speed))
-    lines = [f"| policy | philly_2017, CPU s: {builds} | itp_2021, CPU s: {builds} "
-             f"| peak RSS on philly_2017, MiB: {builds} | under 60 s on both: {builds} |",
+    builds = builds_of(speed)
+    named = labels(builds)
+    lines = [f"| policy | philly_2017, CPU s: {named} | itp_2021, CPU s: {named} "
+             f"| peak RSS on philly_2017, MiB: {named} | under 60 s on both: {named} |",
              "|---|---:|---:|---:|---|"]
     for policy in policies:
         both = []
-        for build in builds_of(speed):
+        for build in builds:
             answers = [meets(speed.get((policy, trace, build))) for trace in ("philly_2017", "itp_2021")]
             both.append("—" if "—" in answers else "yes" if answers == ["yes", "yes"] else "no")
         lines.append(f"| {policy} | {pair(speed, (policy, 'philly_2017'), 'cpu_s')} "
