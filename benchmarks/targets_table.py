@@ -24,15 +24,15 @@ LABELS = {"python": "Python", "compiled": "compiled"}
 def read_rows(paths: Iterable[Path]) -> Iterator[Row]:
     """Every JSON object in ``paths``, one per non-blank line; a bad line names its file and line."""
     for path in paths:
-        for number, line in enumerate(path.read_text().splitlines(), start=1):
+        for line_no, line in enumerate(path.read_text().splitlines(), start=1):
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise SystemExit(f"{path}:{number}: not a JSON line ({exc.msg})") from None
+                raise SystemExit(f"{path}:{line_no}: not a JSON line ({exc.msg})") from None
             if not isinstance(row, dict):
-                raise SystemExit(f"{path}:{number}: not a JSON object")
+                raise SystemExit(f"{path}:{line_no}: not a JSON object")
             yield row
 
 
