@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rackwise.policies.parts.primal_dual import Option, PriceBook, UtilityCurve, best_plan, sigmoid_utility
+from rackwise.policies.parts.primal_dual import (
+    Option,
+    PriceBook,
+    UtilityCurve,
+    best_plan,
+    best_single_plan,
+    sigmoid_utility,
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -28,6 +35,26 @@ def test_a_plan_over_equal_slots_is_the_general_plan(cost: float, progress: floa
     shortcut = best_plan([[option]] * n_slots, work, utility, max_wait)
     general = best_plan([[option, dominated]] * n_slots, work, utility, max_wait)
     assert shortcut == general
+
+
+@settings(max_examples=300, deadline=None)
+@given(offers=st.lists(st.one_of(st.none(), st.tuples(st.floats(0.01, 50.0), st.floats(0.1, 20.0))),
+                       min_size=1, max_size=6),
+       work=st.floats(0.1, 200.0), knee=st.floats(0.0, 30.0), scale=st.floats(0.1, 100.0),
+       max_wait=st.integers(0, 3))
+def test_a_plan_of_one_option_a_slot_is_the_general_plan(offers: list[tuple[float, float] | None],
+                                                         work: float, knee: float, scale: float,
+                                                         max_wait: int) -> None:
+    """`best_single_plan` on slots that differ (or offer nothing) answers as `best_plan` on the
+    same slots with a dominated second option each, which takes the general path."""
+    slots = [None if offer is None else Option(offer[0], offer[1], ((t, 2),)) for t, offer in enumerate(offers)]
+
+    def utility(t: int) -> float:
+        return sigmoid_utility(t + 1, scale, 1.0, knee)
+
+    general = best_plan([[] if o is None else [o, Option(2.0 * o.cost, 0.5 * o.progress, ((9, 2),))]
+                         for o in slots], work, utility, max_wait)
+    assert best_single_plan(slots, work, utility, max_wait) == general
 
 
 @settings(max_examples=300, deadline=None)

@@ -40,9 +40,11 @@ from rackwise.policies.parts.heterogeneity import (
 )
 from rackwise.policies.parts.primal_dual import (
     Option,
+    Plan,
     PriceBook,
     UtilityCurve,
     best_plan,
+    best_single_plan,
     cheapest_gpus,
 )
 from rackwise.workload.state import RUNNING, JobState
@@ -250,12 +252,19 @@ class HadarPlanner:
                          self._params.horizon_slots, groups=self._node_type)
         jobs = self._in_planning_order(jobs)
         layouts: dict[str, Layout] = {}
+        max_wait = self._params.max_wait_slots
         for state, remaining, elapsed, curve, types in jobs:
-            rows = self._rows(book, types.rates, state.job.n_gpus, types)
-            if not any(rows):
-                continue
-            plan = best_plan(rows, remaining, _finish_utility(curve, elapsed),
-                             self._params.max_wait_slots)
+            plan: Plan | None
+            if len(types.usable) == 1:  # most jobs: one option a slot at most
+                slots = self._single_type_slots(book, types, state.job.n_gpus)
+                if slots is None:
+                    continue
+                plan = best_single_plan(slots, remaining, _FinishUtility(curve, elapsed).at, max_wait)
+            else:
+                rows = self._rows(book, types.rates, state.job.n_gpus, types)
+                if not any(rows):
+                    continue
+                plan = best_plan(rows, remaining, _FinishUtility(curve, elapsed).at, max_wait)
             if plan is None:
                 continue
             book.commit(plan)
@@ -304,6 +313,29 @@ class HadarPlanner:
                 # search would find no option), and a job offered nothing gets no plan.
                 rows.append([])
         return rows
+
+    def _single_type_slots(self, book: PriceBook, types: JobTypes, n_gpus: int) -> list[Option | None] | None:
+        """`_rows` of a job that can use one GPU type: its option in each slot (None: no room), or
+        None when no slot has room. The options are `slot_options`' own."""
+        usable = types.usable
+        r = usable[0]
+        progress = self._params.round_s * types.rates[r]
+        spread_factor = self._params.spread_factor
+        slots: list[Option | None] = []
+        any_room = False
+        for t, first in enumerate(book.first_alike()):
+            if first < t:
+                slots.append(slots[first])
+            elif book.free_in(t, usable) >= n_gpus:
+                picked = self._local(book, t, usable, n_gpus)
+                assert picked is not None  # the type has room
+                cost, take = picked
+                factor = spread_factor if len(take) > self._min_nodes(r, n_gpus) else 1.0
+                slots.append(Option(cost, progress * factor, take))
+                any_room = True
+            else:
+                slots.append(None)
+        return slots if any_room else None
 
     def slot_options(self, book: PriceBook, slot: int, rates: Sequence[float] | np.ndarray, n_gpus: int,
                      types: JobTypes | None = None) -> list[Option]:
@@ -434,8 +466,7 @@ class HadarPlanner:
                 current, current_shape = self._current_layout(gpu_node, state)
                 if layout == current:
                     continue
-                if in_shape and layout is not None and len(layout) == len(current) \
-                        and self._shape(layout) == current_shape:
+                if in_shape and layout is not None and self._has_shape(layout, current_shape):
                     kept[state.job_id] = state
                     continue
                 moving.append(state)
@@ -453,6 +484,16 @@ class HadarPlanner:
         starts = [_start_on(free, state, layout) for state, layout in placed]
         preempt = [state.job_id for state in moving + placing.evicted]
         return Decisions(start=tuple(starts), preempt=tuple(preempt))
+
+    def _has_shape(self, layout: Layout, shape: Shape) -> bool:
+        """Whether ``layout``'s `_shape` is ``shape``; one copy on one node is compared in place."""
+        if len(layout) != len(shape):
+            return False
+        if len(layout) == 1 and len(layout[0]) == 1:
+            node, n = layout[0][0]
+            only = shape[0]
+            return len(only) == 1 and only[0][0] == self._node_type[node] and only[0][1] == n
+        return self._shape(layout) == shape
 
     def _shape(self, layout: Layout) -> Shape:
         """Per copy, its nodes' (GPU type, GPUs): what a layout's progress depends on.
@@ -629,13 +670,20 @@ class _InShape:
         return sum(1 for g in state.gpu_ids if self._gpu_node[g] == node)
 
 
-def _finish_utility(curve: UtilityCurve, elapsed: int) -> Callable[[int], float]:
-    """The utility of finishing in slot t of this round's plan (slot 0 is now), as a function of t."""
+class _FinishUtility:
+    """A job's utility of finishing in slot t of this round's plan (slot 0 is now): `at`.
 
-    def utility(t: int) -> float:
-        return curve.at(elapsed + t + 1)
+    A class, not a closure: compiled, its bound method is called the fast way, a closure the generic way.
+    """
 
-    return utility
+    __slots__ = ("curve", "first")
+
+    def __init__(self, curve: UtilityCurve, elapsed: int) -> None:
+        self.curve = curve
+        self.first = elapsed + 1  # slots since arrival at the end of slot 0
+
+    def at(self, t: int) -> float:
+        return self.curve.at(self.first + t)
 
 
 def _start_on(free: TentativeAllocation, state: JobState, layout: Layout) -> Start:

@@ -218,12 +218,11 @@ def _earliest_finish(by_speed: Sequence[Option | None], work: float) -> int | No
     return last + max(0, math.ceil((work - done) / tail.progress - 1e-9) - 1)
 
 
-def _all_alike(rows: Sequence[Sequence[Option]], option: Option) -> bool:
-    """Whether every row offers just ``option`` (an equal one: same cost, progress and take)."""
-    for row in rows:
-        if len(row) != 1:
+def _all_alike(slots: Sequence[Option | None], option: Option) -> bool:
+    """Whether every slot offers ``option`` (an equal one: same cost, progress and take)."""
+    for other in slots:
+        if other is None:
             return False
-        other = row[0]
         if other is not option and not (other.cost == option.cost and other.progress == option.progress
                                         and other.take == option.take):
             return False
@@ -243,23 +242,38 @@ def best_plan(options: Sequence[Sequence[Option]], work: float, utility: Callabl
     """
     if not options:
         return None
-    first = options[0]
-    if len(first) == 1 and _all_alike(options, first[0]):
-        # The same single option in every slot (a book whose slots hold equal loads, as
-        # they mostly do): the floor and the greedy's order need no search.
-        return _uniform_plan(first[0], len(options), work, utility, max_wait_slots)
-    fills: tuple[list[Option | None], ...]
     if all(len(row) <= 1 for row in options):
-        # One option a slot at most (the common case): the cheapest is the fastest.
-        by_ratio = by_speed = [row[0] if row else None for row in options]
-        fills = (by_ratio,)
-    else:
-        by_ratio = [min(row, key=lambda o: (o.cost / o.progress, -o.progress)) if row else None
-                    for row in options]
-        by_speed = [max(row, key=lambda o: (o.progress, -o.cost)) if row else None for row in options]
-        # When both pick the same everywhere, so would both fills.
-        same = all(a is b for a, b in zip(by_ratio, by_speed))
-        fills = (by_ratio,) if same else (by_ratio, by_speed)
+        return best_single_plan([row[0] if row else None for row in options], work, utility, max_wait_slots)
+    by_ratio = [min(row, key=lambda o: (o.cost / o.progress, -o.progress)) if row else None
+                for row in options]
+    by_speed = [max(row, key=lambda o: (o.progress, -o.cost)) if row else None for row in options]
+    # When both pick the same everywhere, so would both fills.
+    same = all(a is b for a, b in zip(by_ratio, by_speed))
+    return _best_of_fills((by_ratio,) if same else (by_ratio, by_speed), by_ratio, by_speed,
+                          work, utility, max_wait_slots)
+
+
+def best_single_plan(slots: Sequence[Option | None], work: float, utility: Callable[[int], float],
+                     max_wait_slots: int) -> Plan | None:
+    """`best_plan` of a job offered one option a slot at most: ``slots[t]``, or None for none.
+
+    The common case (a job of one GPU type): the cheapest option of a slot is its fastest.
+    """
+    if not slots:
+        return None
+    first = slots[0]
+    if first is not None and _all_alike(slots, first):
+        # The same option in every slot (a book whose slots hold equal loads, as they
+        # mostly do): the floor and the greedy's order need no search.
+        return _uniform_plan(first, len(slots), work, utility, max_wait_slots)
+    return _best_of_fills((slots,), slots, slots, work, utility, max_wait_slots)
+
+
+def _best_of_fills(fills: tuple[Sequence[Option | None], ...], by_ratio: Sequence[Option | None],
+                   by_speed: Sequence[Option | None], work: float, utility: Callable[[int], float],
+                   max_wait_slots: int) -> Plan | None:
+    """`best_plan` once each slot's cheapest (``by_ratio``) and fastest (``by_speed``) options are
+    known: the candidate finish slots, each filled by the first of ``fills`` that covers the work."""
     t_min = _earliest_finish(by_speed, work)
     if t_min is None:
         return None
@@ -269,7 +283,7 @@ def best_plan(options: Sequence[Sequence[Option]], work: float, utility: Callabl
     # here, without the fills: no plan can cost less than this floor.
     if max(utilities) <= _cost_floor(by_ratio, by_speed, work):
         return None
-    last = len(options) - 1
+    last = len(by_speed) - 1
     # Every candidate finish slot orders the explicit slots alike: sort them once per fill.
     ordered = [_entries(rows[:last]) for rows in fills]
     best: Plan | None = None
