@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -277,8 +276,8 @@ def _best_of_fills(fills: tuple[Sequence[Option | None], ...], by_ratio: Sequenc
     t_min = _earliest_finish(by_speed, work)
     if t_min is None:
         return None
-    candidates = range(t_min, t_min + max_wait_slots + 1)
-    utilities = [utility(t_hat) for t_hat in candidates]
+    # Candidate finish slots: t_min + i, i = 0..max_wait_slots.
+    utilities = [utility(t_min + i) for i in range(max_wait_slots + 1)]
     # A job priced out (about half of those planned in a busy round) is told so
     # here, without the fills: no plan can cost less than this floor.
     if max(utilities) <= _cost_floor(by_ratio, by_speed, work):
@@ -288,7 +287,8 @@ def _best_of_fills(fills: tuple[Sequence[Option | None], ...], by_ratio: Sequenc
     ordered = [_entries(rows[:last]) for rows in fills]
     best: Plan | None = None
     repeat: tuple[int, Picked] | None = None  # (n_rows, fill) that later candidates repeat
-    for t_hat, finish_utility in zip(candidates, utilities):
+    for i, finish_utility in enumerate(utilities):
+        t_hat = t_min + i
         n_rows = min(t_hat + 1, last)  # explicit slots 0..n_rows-1
         n_tail = t_hat + 1 - n_rows  # copies of the last row
         if repeat is not None and repeat[0] == n_rows:
@@ -327,8 +327,8 @@ def _uniform_plan(option: Option, n_slots: int, work: float, utility: Callable[[
     t_min = _earliest_finish(row, work)
     if t_min is None:
         return None
-    candidates = range(t_min, t_min + max_wait_slots + 1)
-    utilities = [utility(t_hat) for t_hat in candidates]
+    # Candidate finish slots: t_min + i, i = 0..max_wait_slots.
+    utilities = [utility(t_min + i) for i in range(max_wait_slots + 1)]
     ratio = option.cost / option.progress
     covered = work - 1e-9 * (1.0 + option.progress)
     if ratio > 0 and covered > 0 and max(utilities) <= ratio * covered * (1.0 - 1e-9):
@@ -337,7 +337,8 @@ def _uniform_plan(option: Option, n_slots: int, work: float, utility: Callable[[
     entries = [(ratio, -option.progress, t) for t in range(last)]  # sorted: equal but for t
     best: Plan | None = None
     repeat: tuple[int, tuple[float, list[int], int] | None] | None = None  # as in `best_plan`
-    for t_hat, finish_utility in zip(candidates, utilities):
+    for i, finish_utility in enumerate(utilities):
+        t_hat = t_min + i
         n_rows = min(t_hat + 1, last)
         n_tail = t_hat + 1 - n_rows
         if repeat is not None and repeat[0] == n_rows:
@@ -526,8 +527,9 @@ class PriceBook:
             raise ValueError(f"node {node} has {self.free(slot, node)} free GPUs in slot {slot}, "
                              f"not {n_gpus}")
         by_load = self._by_load[slot][self._class_of[node]]
-        del by_load[g][bisect_left(by_load[g], node)]
-        insort(by_load[g + n_gpus], node)
+        leaving, joining = by_load[g], by_load[g + n_gpus]
+        leaving.pop(_position(leaving, node))
+        joining.insert(_position(joining, node), node)
         loads[node] = g + n_gpus
         self._free[slot][self._group_of[node]] -= n_gpus
         if self.memo:
@@ -575,15 +577,17 @@ class PriceBook:
         Nodes of a class at the same load cost the same, so only the first
         node of each (class, load) is a candidate.
         """
-        best: tuple[float, int] | None = None
+        best_cost, best_node = math.inf, -1
         for k in self._classes(groups):
             cum, by_load = self._cum_values[k], self._by_load[slot][k]
             for g in range(self._cap[k] - n_gpus + 1):
-                if by_load[g]:
-                    candidate = (cum[g + n_gpus] - cum[g], by_load[g][0])
-                    if best is None or candidate < best:
-                        best = candidate
-        return best
+                nodes = by_load[g]
+                if nodes:
+                    # (cost, node) compared as a pair would be, without building the pair
+                    cost, node = cum[g + n_gpus] - cum[g], nodes[0]
+                    if best_node < 0 or cost < best_cost or (cost == best_cost and node < best_node):
+                        best_cost, best_node = cost, node
+        return None if best_node < 0 else (best_cost, best_node)
 
     def most_free_first(self, slot: int, groups: Iterable[int]) -> Iterator[tuple[int, int]]:
         """(node, free GPUs) of the groups' nodes with any free in ``slot``: most free first, then by id.
@@ -628,6 +632,19 @@ class PriceBook:
         by_load = self._by_load[slot]
         return sorted(n for k in self._classes(groups) for nodes in by_load[k][:self._cap[k]]
                       for n in nodes)
+
+
+def _position(nodes: list[int], node: int) -> int:
+    """Where ``node`` stands, or would stand, in the ascending ``nodes``: `bisect.bisect_left`'s
+    answer by the same search, written out so that compiled it compares native ints, not objects."""
+    low, high = 0, len(nodes)
+    while low < high:
+        middle = (low + high) // 2
+        if nodes[middle] < node:
+            low = middle + 1
+        else:
+            high = middle
+    return low
 
 
 def cheapest_gpus(book: PriceBook, slot: int, nodes: Sequence[int],
