@@ -56,14 +56,23 @@ def main() -> None:
               "planned_after_slot0_full": 0, "rounds_moved_as_planned": 0}
     offered: list[bool] = []  # per job planned this round: whether any slot offered it GPUs
     room_now: list[bool] = []  # per job planned this round: whether slot 0 had its GPUs free
-    rows_of, plan_of, decide_of = HadarPlanner._rows, HadarPlanner._plan, HadarPlanner._decide_keeping
+    rows_of, slots_of = HadarPlanner._rows, HadarPlanner._single_type_slots
+    plan_of, decide_of = HadarPlanner._plan, HadarPlanner._decide_keeping
 
+    # A job's options come from `_single_type_slots` if it can use one GPU type, else from `_rows`.
     def counted_rows(self: HadarPlanner, *args: Any) -> Any:
         book, _, n_gpus, types = args
         room_now.append(book.free_in(0, types.usable) >= n_gpus)
         rows = rows_of(self, *args)
         offered.append(any(rows))
         return rows
+
+    def counted_slots(self: HadarPlanner, *args: Any) -> Any:
+        book, types, n_gpus = args
+        room_now.append(book.free_in(0, types.usable) >= n_gpus)
+        slots = slots_of(self, *args)
+        offered.append(slots is not None)
+        return slots
 
     def counted_plan(self: HadarPlanner, *args: Any) -> Any:
         offered.clear()
@@ -84,6 +93,7 @@ def main() -> None:
 
     build = simulator_for(args.policy, args.trace, args.first_n)
     HadarPlanner._rows, HadarPlanner._plan = counted_rows, counted_plan  # type: ignore[method-assign]
+    HadarPlanner._single_type_slots = counted_slots  # type: ignore[method-assign]
     HadarPlanner._decide_keeping = counted_decide  # type: ignore[method-assign]
     try:
         start = time.process_time()
@@ -91,6 +101,7 @@ def main() -> None:
         cpu_s = time.process_time() - start
     finally:
         HadarPlanner._rows, HadarPlanner._plan = rows_of, plan_of  # type: ignore[method-assign]
+        HadarPlanner._single_type_slots = slots_of  # type: ignore[method-assign]
         HadarPlanner._decide_keeping = decide_of  # type: ignore[method-assign]
     digest = records_sha256(result)
     records = result.records

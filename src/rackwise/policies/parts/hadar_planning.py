@@ -670,6 +670,7 @@ class _InShape:
         return sum(1 for g in state.gpu_ids if self._gpu_node[g] == node)
 
 
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
 class _FinishUtility:
     """A job's utility of finishing in slot t of this round's plan (slot 0 is now): `at`.
 
