@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -527,9 +528,8 @@ class PriceBook:
             raise ValueError(f"node {node} has {self.free(slot, node)} free GPUs in slot {slot}, "
                              f"not {n_gpus}")
         by_load = self._by_load[slot][self._class_of[node]]
-        leaving, joining = by_load[g], by_load[g + n_gpus]
-        leaving.pop(_position(leaving, node))
-        joining.insert(_position(joining, node), node)
+        del by_load[g][bisect_left(by_load[g], node)]
+        insort(by_load[g + n_gpus], node)
         loads[node] = g + n_gpus
         self._free[slot][self._group_of[node]] -= n_gpus
         if self.memo:
@@ -632,19 +632,6 @@ class PriceBook:
         by_load = self._by_load[slot]
         return sorted(n for k in self._classes(groups) for nodes in by_load[k][:self._cap[k]]
                       for n in nodes)
-
-
-def _position(nodes: list[int], node: int) -> int:
-    """Where ``node`` stands, or would stand, in the ascending ``nodes``: `bisect.bisect_left`'s
-    answer by the same search, written out so that compiled it compares native ints, not objects."""
-    low, high = 0, len(nodes)
-    while low < high:
-        middle = (low + high) // 2
-        if nodes[middle] < node:
-            low = middle + 1
-        else:
-            high = middle
-    return low
 
 
 def cheapest_gpus(book: PriceBook, slot: int, nodes: Sequence[int],
