@@ -68,8 +68,9 @@ def _state(sim: Simulator) -> tuple[object, ...]:
 
 
 JOB_IDS = st.sampled_from(["a", "b", "c", "d", "e", "zz"])
-STARTS = st.builds(lambda job, gpus: Start(job, tuple(gpus)), JOB_IDS,
-                   st.lists(st.integers(-1, 8), min_size=0, max_size=4))
+STARTS = st.builds(lambda job, gpus, copies: Start(job, tuple(gpus), copies=copies), JOB_IDS,
+                   st.lists(st.integers(-1, 8), min_size=0, max_size=4), st.sampled_from([1, 1, 1, 2, 0]))
+SIMULATED = EngineSupport(forking_refused=None, sharing_refused=None)
 DECISIONS = st.builds(lambda starts, preempt: Decisions(start=tuple(starts), preempt=tuple(preempt)),
                       st.lists(STARTS, max_size=3), st.lists(JOB_IDS, max_size=2))
 
@@ -98,9 +99,8 @@ def test_a_decision_is_applied_whole_or_not_at_all(decisions: Decisions) -> None
 @given(DECISIONS)
 def test_the_live_check_refuses_whatever_the_simulator_refuses(decisions: Decisions) -> None:
     sim = _busy_simulator()
-    simulated = EngineSupport(forking_refused=None, sharing_refused=None)
     try:
-        check_decisions(sim.view, decisions, "p", sim.now, support=simulated)
+        check_decisions(sim.view, decisions, "p", sim.now, support=SIMULATED)
     except InvalidDecisionError:
         with pytest.raises(InvalidDecisionError):
             check_decisions(sim.view, decisions, "p", sim.now, support=LIVE_CLUSTER)
@@ -116,10 +116,13 @@ def _refuse(reason: str) -> NoReturn:
 @example(Decisions(preempt=("b",), start=(Start("b", (2,)),)))
 @example(Decisions(preempt=("a", "a")))
 @example(Decisions(preempt=("a",), start=(Start("d", (0, 1)), Start("c", (1,)))))
+@example(Decisions(start=(Start("d", (4, 5, 6, 7), copies=2),)))
+@example(Decisions(preempt=("a",), start=(Start("a", (0, 1, 4, 5), copies=2),)))
 def test_the_one_pass_check_passes_only_what_the_replay_passes(decisions: Decisions) -> None:
     sim = _busy_simulator()
-    if _plain_decision_fits(sim.view, decisions):
-        _check_by_replay(sim.view, decisions, (), LIVE_CLUSTER, _refuse)
+    for support in (LIVE_CLUSTER, SIMULATED):
+        if _plain_decision_fits(sim.view, decisions, support):
+            _check_by_replay(sim.view, decisions, (), support, _refuse)
 
 
 def test_the_one_pass_check_takes_plain_migrations_and_restarts() -> None:
@@ -128,6 +131,16 @@ def test_the_one_pass_check_takes_plain_migrations_and_restarts() -> None:
     assert _plain_decision_fits(view, Decisions(preempt=("b",), start=(Start("b", (2,)),)))
     assert not _plain_decision_fits(view, Decisions(preempt=("a", "a")))
     assert not _plain_decision_fits(view, Decisions(preempt=("a",), start=(Start("c", (2,)),)))  # b holds 2
+
+
+def test_the_one_pass_check_takes_forks_only_where_the_engine_runs_them() -> None:
+    view = _busy_simulator().view
+    fork = Decisions(preempt=("a",), start=(Start("a", (0, 1, 4, 5), copies=2),))
+    assert _plain_decision_fits(view, fork, SIMULATED)
+    assert not _plain_decision_fits(view, fork)  # a real cluster's: the replay words the refusal
+    assert not _plain_decision_fits(view, Decisions(start=(Start("d", (4, 5, 6), copies=2),)), SIMULATED)
+    assert not _plain_decision_fits(view, Decisions(start=(Start("d", (4, 5, 4, 5), copies=2),)), SIMULATED)
+    assert not _plain_decision_fits(view, Decisions(start=(Start("d", (), copies=0),)), SIMULATED)
 
 
 def test_a_migration_may_reuse_what_it_frees_but_a_preempt_twice_is_refused() -> None:

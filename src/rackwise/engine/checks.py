@@ -146,7 +146,7 @@ def check_decisions(view: ClusterView, decisions: Decisions, policy_name: str, n
     def reject(reason: str) -> NoReturn:
         raise InvalidDecisionError(f"policy '{policy_name}' at t={now:.3f} s: {reason}")
 
-    if (decisions.preempt or decisions.start) and not _plain_decision_fits(view, decisions):
+    if (decisions.preempt or decisions.start) and not _plain_decision_fits(view, decisions, support):
         _check_by_replay(view, decisions, finished, support, reject)
     if decisions.wake_at is not None and not decisions.wake_at > now:
         reject(f"wake_at={decisions.wake_at} is not after now")
@@ -195,13 +195,15 @@ def _check_by_replay(view: ClusterView, decisions: Decisions, finished: Containe
         replay.start(start, n_gpus)
 
 
-def _plain_decision_fits(view: ClusterView, decisions: Decisions) -> bool:
+def _plain_decision_fits(view: ClusterView, decisions: Decisions, support: EngineSupport = LIVE_CLUSTER) -> bool:
     """True when every preemption stops a distinct running job that holds its GPUs alone, and
-    every start is a plain one of a distinct waiting (or just stopped) job on GPUs free or freed.
+    every start is a plain one of a distinct waiting (or just stopped) job on GPUs free or freed
+    (forked into copies, one block of its GPU count each, where ``support`` takes forks).
 
     The common decision, checked in one pass; anything else goes through the
     replay, which also words the error.
     """
+    forks = support.forking_refused is None
     owners, pending, running = view.owners, view.pending, view.running
     freed: set[int] = set()
     stopped: set[str] = set()
@@ -219,10 +221,11 @@ def _plain_decision_fits(view: ClusterView, decisions: Decisions) -> bool:
         state = state_of(pending, job_id)
         if state is None and job_id in stopped:
             state = running[job_id]
-        if state is None or start.beside is not None or start.copies != 1:
+        copies = start.copies
+        if state is None or start.beside is not None or not (copies == 1 or (forks and copies > 1)):
             return False
         job = state.job
-        if len(gpu_ids) != job.n_gpus or job.gpu_share < 1.0:  # a fractional job: the replay
+        if len(gpu_ids) != job.n_gpus * copies or job.gpu_share < 1.0:  # a fractional job: the replay
             return False
         for gpu in gpu_ids:
             if not 0 <= gpu < n_gpus or (owners[gpu] is not None and gpu not in freed):

@@ -182,11 +182,11 @@ class IdleCopies:
     def _fork(self, free: TentativeAllocation, blocks: dict[str, Blocks], order: list[str],
               states: dict[str, JobState], tiers: Callable[[JobState], Tiers], now: float) -> set[str]:
         """Add copies on ``free``'s idle GPUs (taking them); the jobs that got any."""
-        jobs = [Forkable(job_id, state.job.n_gpus, tiers(state), self._may_spread(state, now))
-                for job_id, state in ((job_id, states[job_id]) for job_id in order)]
         # Every copy takes its job's whole GPU count, and copies only take GPUs:
         # a job wider than the idle GPUs gets none, and leaves the others' as they are.
-        jobs = [job for job in jobs if job.n_gpus <= free.n_free]
+        n_free = free.n_free
+        jobs = [Forkable(job_id, state.job.n_gpus, tiers(state), self._may_spread(state, now))
+                for job_id in order if (state := states[job_id]).job.n_gpus <= n_free]
         if not jobs:
             return set()
         order = [job.job_id for job in jobs]
@@ -216,7 +216,13 @@ class IdleCopies:
         return now - self._run_start.get(state.job_id, state.run_start) >= self._spread_after_s
 
 
-def _take(block: tuple[int, ...], gpu_node: Sequence[int]) -> tuple[tuple[int, int], ...]:
+def _take(block: tuple[int, ...], gpu_node: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    node = gpu_node[block[0]]
+    for gpu in block:
+        if gpu_node[gpu] != node:
+            break
+    else:  # most copies: one node
+        return ((node, len(block)),)
     counts: dict[int, int] = {}
     for gpu in block:
         counts[gpu_node[gpu]] = counts.get(gpu_node[gpu], 0) + 1
