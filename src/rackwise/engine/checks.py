@@ -222,7 +222,7 @@ def _plain_decision_fits(view: ClusterView, decisions: Decisions, support: Engin
         if state is None and job_id in stopped:
             state = running[job_id]
         copies = start.copies
-        if state is None or start.beside is not None or not (copies == 1 or (forks and copies > 1)):
+        if state is None or start.beside is not None or copies < 1 or (copies > 1 and not forks):
             return False
         job = state.job
         if len(gpu_ids) != job.n_gpus * copies or job.gpu_share < 1.0:  # a fractional job: the replay
