@@ -1,4 +1,4 @@
-"""What every benchmark line carries: the command, the commit and the machine."""
+"""What every benchmark line carries: the command, the commit, the digests of the code that ran and the machine."""
 
 from __future__ import annotations
 
