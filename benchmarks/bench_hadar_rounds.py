@@ -59,19 +59,21 @@ def main() -> None:
     rows_of, slots_of = HadarPlanner._rows, HadarPlanner._single_type_slots
     plan_of, decide_of = HadarPlanner._plan, HadarPlanner._decide_keeping
 
+    def note(book: Any, types: Any, n_gpus: int, offers: bool) -> None:
+        room_now.append(book.free_in(0, types.usable) >= n_gpus)  # asking for options leaves the loads
+        offered.append(offers)
+
     # A job's options come from `_single_type_slots` if it can use one GPU type, else from `_rows`.
     def counted_rows(self: HadarPlanner, *args: Any) -> Any:
         book, _, n_gpus, types = args
-        room_now.append(book.free_in(0, types.usable) >= n_gpus)
         rows = rows_of(self, *args)
-        offered.append(any(rows))
+        note(book, types, n_gpus, any(rows))
         return rows
 
     def counted_slots(self: HadarPlanner, *args: Any) -> Any:
         book, types, n_gpus = args
-        room_now.append(book.free_in(0, types.usable) >= n_gpus)
         slots = slots_of(self, *args)
-        offered.append(slots is not None)
+        note(book, types, n_gpus, slots is not None)
         return slots
 
     def counted_plan(self: HadarPlanner, *args: Any) -> Any:
