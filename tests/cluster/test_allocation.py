@@ -254,3 +254,22 @@ def test_node_order_round_trips() -> None:
     copy.set_node_order(original.node_order())
     assert copy.node_order() == original.node_order()
     assert copy.tightest_node(3) == original.tightest_node(3)
+
+
+@given(held=st.lists(st.integers(0, 23), max_size=24, unique=True), ranks=st.permutations(range(12)),
+       moved=st.sets(st.integers(0, 11)), new_ranks=st.lists(st.integers(-20, 40), min_size=12, max_size=12))
+def test_rerank_puts_the_moved_nodes_where_a_full_reorder_would(
+        held: list[int], ranks: list[int], moved: set[int], new_ranks: list[int]) -> None:
+    """Buckets in rank order, some nodes given new ranks or moved: `rerank` of those = a full reorder."""
+    topology = uniform_cluster(12, 2, 4)  # 12 nodes of 2 GPUs
+    kept, rebuilt = Allocation(topology), Allocation(topology)
+    for allocation in (kept, rebuilt):
+        allocation.allocate("a", held[: len(held) // 2])
+        allocation.set_node_order(sorted(range(12), key=ranks.__getitem__))
+    rank = [new_ranks[node] * 100 + node if node in moved else ranks[node] * 100 for node in range(12)]
+    for allocation in (kept, rebuilt):  # a moved node may change bucket too
+        gpus = [gpu for gpu in held[len(held) // 2:] if topology.gpu_node[gpu] in moved]
+        allocation.allocate("b", gpus)
+    kept.rerank(moved, rank)
+    rebuilt.set_node_order(sorted(range(12), key=rank.__getitem__))
+    assert kept.node_order() == rebuilt.node_order()

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, insort
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence, Set
 from typing import Protocol
 
 from mypy_extensions import mypyc_attr
@@ -147,6 +147,34 @@ class Allocation:
         self._lowest.clear()
         for node in node_order:
             self._by_free[self.node_free[node]][node] = None
+
+    def rerank(self, nodes: Set[int], rank: Sequence[int]) -> None:
+        """Move ``nodes`` within their buckets to where ``rank`` (lowest first) puts them.
+
+        The other nodes of each bucket must stand in ``rank``'s order already:
+        then every bucket ends as `set_node_order` of all nodes by rank leaves it.
+        """
+        moving: dict[int, list[int]] = {}
+        for node in nodes:
+            moving.setdefault(self.node_free[node], []).append(node)
+        for count, here in moving.items():
+            bucket = self._by_free[count]
+            here.sort(key=rank.__getitem__)
+            # Most often the nodes moved outrank the rest (a job started last): they go last.
+            in_order = True
+            for node in reversed(bucket):
+                if node not in nodes:
+                    in_order = rank[node] < rank[here[0]]
+                    break
+            if in_order:
+                for node in here:
+                    del bucket[node]
+                    bucket[node] = None
+            else:
+                ranked = sorted(bucket, key=rank.__getitem__)
+                bucket.clear()
+                for node in ranked:
+                    bucket[node] = None
 
     def nodes_with_free(self, count: int) -> Iterator[int]:
         """Nodes with exactly ``count`` free GPUs."""

@@ -60,18 +60,25 @@ class FirstCopiesView:
 
     def __init__(self, topology: Topology) -> None:
         self._allocation = Allocation(topology)
-        self._initial_order = self._allocation.node_order()
         self._jobs: dict[str, _Shown] = {}
         self._running: dict[str, JobState] = {}
         self._forked: set[str] = set()  # running jobs with more than one copy
-        # Where each node last appears in the running jobs' node sequence (`_reorder`): a job's
-        # stamp (rising with its place in the engine's order) times the node count, plus the
-        # node's place among the job's; -1 for a node no job holds.
+        # A fresh build allocates the running jobs one after another, and each moves the nodes
+        # it reaches to the end of their new buckets, in the order its GPUs first reach them:
+        # a node stands where its last move put it. So each bucket holds its nodes in the order
+        # of a key: where the node last appears in the running jobs' node sequence (a job's
+        # stamp, rising with its place in the engine's order, times the node count, plus the
+        # node's place among the job's), or for a node no job holds, its place in an empty
+        # allocation's order less the node count (before every held node).
         self._stamps: dict[str, int] = {}
         self._next_stamp = 0
         self._claimed: dict[str, tuple[int, ...]] = {}  # the nodes each job has keys on
         self._claims: list[dict[str, int]] = [{} for _ in range(topology.n_nodes)]
-        self._node_key: list[int] = [-1] * topology.n_nodes
+        n_nodes = topology.n_nodes
+        self._unheld_key = [0] * n_nodes
+        for place, node in enumerate(self._allocation.node_order()):
+            self._unheld_key[node] = place - n_nodes
+        self._node_key = list(self._unheld_key)
         self._run_start: dict[str, float] = {}
         self._mark: tuple[int, int] | None = None  # the engine view's, when last brought up to date
         self._shown: ClusterView | None = None
@@ -140,26 +147,28 @@ class FirstCopiesView:
                 renewed.append((job_id, self._made(state, run_start.get(job_id))))
         if not gone and not renewed:
             return
-        moved = False
+        moved: list[int] = []  # nodes whose free count changes
         reclaimed: list[str] = []  # jobs whose places in the node sequence change
         dirty: list[int] = []  # nodes whose key may change
         # Release first (a GPU may pass to another job).
         for job_id in gone:
-            allocation.release(jobs.pop(job_id).first)
+            known = jobs.pop(job_id)
+            allocation.release(known.first)
+            moved.extend(known.nodes)
             del self._running[job_id]
             self._forked.discard(job_id)
             self._stamps.pop(job_id, None)
             dirty.extend(self._unclaim(job_id))
             changed_log.append(job_id)
-            moved = True
         moves = [(job_id, made) for job_id, made in renewed
                  if job_id not in jobs or made.first != jobs[job_id].first]
         for job_id, _ in moves:
             if job_id in jobs:
                 allocation.release(jobs[job_id].first)
+                moved.extend(jobs[job_id].nodes)
         for job_id, made in moves:
             allocation.allocate(job_id, made.first)
-            moved = True
+            moved.extend(made.nodes)
         for job_id, made in renewed:
             known = jobs.get(job_id)
             if known is None or known.nodes != made.nodes:
@@ -198,14 +207,13 @@ class FirstCopiesView:
             for place, node in enumerate(nodes):
                 self._claims[node][job_id] = stamp * n_nodes + place
             dirty.extend(nodes)
-        keys_changed = False
         for node in dirty:
-            key = max(self._claims[node].values(), default=-1)
+            key = max(self._claims[node].values(), default=self._unheld_key[node])
             if key != self._node_key[node]:
                 self._node_key[node] = key
-                keys_changed = True
-        if moved or keys_changed:
-            self._reorder()
+                moved.append(node)
+        if moved:
+            allocation.rerank(set(moved), self._node_key)
 
     def _unclaim(self, job_id: str) -> tuple[int, ...]:
         """Take the job's keys off its nodes; those nodes."""
@@ -213,21 +221,6 @@ class FirstCopiesView:
         for node in nodes:
             del self._claims[node][job_id]
         return nodes
-
-    def _reorder(self) -> None:
-        """Put the nodes in each free-count bucket in the order a fresh build would.
-
-        A fresh build allocates the running jobs one after another; each job
-        moves the nodes it reaches to the end of their new buckets, in the
-        order its GPUs first reach them. So a node stands where its last
-        move put it: untouched nodes first as an empty allocation holds them,
-        then each touched node by its last place in the running jobs' node
-        sequence (its key).
-        """
-        key = self._node_key
-        touched = sorted((node for node in range(len(key)) if key[node] >= 0), key=key.__getitem__)
-        untouched = [node for node in self._initial_order if key[node] < 0]
-        self._allocation.set_node_order(untouched + touched)
 
     def _made(self, state: JobState, start: float | None) -> _Shown:
         shown = state

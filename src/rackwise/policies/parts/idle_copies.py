@@ -134,6 +134,10 @@ class IdleCopies:
         for job_id in decisions.preempt:
             free.give(running[job_id].gpu_ids)
         taken = {gpu for start in decisions.start for gpu in start.gpu_ids}
+        # A start takes GPUs free in the primary view: idle, a preempted job's, or a copy's
+        # (never a first copy's), so only the holders of those copies shed any.
+        owners = view.owners
+        shedding = {owners[gpu] for gpu in taken}
         blocks: dict[str, Blocks] = {}
         changed: set[str] = set()
         at_sync = now >= self._next_sync
@@ -148,6 +152,9 @@ class IdleCopies:
                 blocks[job_id] = [state.gpu_ids]
                 continue
             own = copy_blocks(state)
+            if job_id not in shedding:
+                blocks[job_id] = own
+                continue
             kept = own[:1] + [block for block in own[1:] if taken.isdisjoint(block)]
             if len(kept) < len(own):
                 changed.add(job_id)
