@@ -92,6 +92,9 @@ class Allocation:
             self._by_free[node.n_gpus][node.node_id] = None
         # the lowest node id of a bucket, for the buckets asked since they last lost it
         self._lowest: dict[int, int | None] = {}
+        # `_recount`'s: the call that last met each node (a set per call, without the set).
+        self._met = [0] * topology.n_nodes
+        self._n_recounts = 0
         self.tenants: dict[int, dict[str, int]] = {}  # split GPU -> {fractional job: slices}
         self.room: dict[int, int] = {}  # split GPU -> its free slices
 
@@ -226,21 +229,27 @@ class Allocation:
 
     def _recount(self, gpu_ids: tuple[int, ...]) -> None:
         # One bucket move per node touched, in first-touch order (ties depend on it).
-        gpu_node = self.topology.gpu_node
-        nodes = (gpu_node[gpu_ids[0]],) if len(gpu_ids) == 1 else dict.fromkeys(
-            [gpu_node[gpu] for gpu in gpu_ids])
+        gpu_node, met = self.topology.gpu_node, self._met
+        self._n_recounts = call = self._n_recounts + 1
+        nodes: list[int] = []
+        for gpu in gpu_ids:
+            node = gpu_node[gpu]
+            if met[node] != call:
+                met[node] = call
+                nodes.append(node)
         node_free, by_free, free_ids = self.node_free, self._by_free, self._free_ids
         node_rack, rack_free, lowest = self.topology.node_rack, self.rack_free, self._lowest
         for node in nodes:
             before, after = node_free[node], len(free_ids[node])
             del by_free[before][node]
             by_free[after][node] = None
-            if lowest.get(before) == node:
+            if lowest and lowest.get(before) == node:
                 del lowest[before]
             if after in lowest and ((known := lowest[after]) is None or node < known):
                 lowest[after] = node
             node_free[node] = after
-            rack_free[node_rack[node]] += after - before
+            rack = node_rack[node]
+            rack_free[rack] = rack_free[rack] + after - before  # spelt out: `+=` on an item adds boxed ints
             self._n_free += after - before
 
 
