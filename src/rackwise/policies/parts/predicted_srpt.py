@@ -134,8 +134,8 @@ class _JobRank:
         """Remember the line the last rank lies on (None: on none)."""
         self.on_line = line is not None
         if line is not None:
-            (self.line_start, self.line_end, self.line_low, self.line_high, self.line_intercept,
-             self.line_slope) = line
+            self.line_start, self.line_end, self.line_low = line.start, line.end, line.low
+            self.line_high, self.line_intercept, self.line_slope = line.high, line.intercept, line.slope
 
 
 def predictor_capabilities(params: AsrptParameters, base: Capabilities) -> Capabilities:

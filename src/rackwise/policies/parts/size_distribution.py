@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import NamedTuple
+from dataclasses import dataclass
 
 import numpy as np
 from mypy_extensions import mypyc_attr
@@ -227,7 +227,9 @@ def _bisect_right(values: list[float], x: float) -> int:
     return low
 
 
-class RankLine(NamedTuple):
+@mypyc_attr(serializable=True, allow_interpreted_subclasses=True)
+@dataclass(init=False, slots=True)
+class RankLine:
     """One line of a stretch's envelope: the rank is ``intercept + slope * (end - a)``.
 
     It holds for attained service ``a`` with ``start < a < end`` (inside the
@@ -241,6 +243,16 @@ class RankLine(NamedTuple):
     high: float
     intercept: float
     slope: float
+
+    def __init__(self, start: float, end: float, low: float, high: float, intercept: float,
+                 slope: float) -> None:
+        # Made at every rank a running job leaves its line for: an __init__ of its own compiles.
+        self.start = start
+        self.end = end
+        self.low = low
+        self.high = high
+        self.intercept = intercept
+        self.slope = slope
 
     def holds(self, attained: float) -> bool:
         """Whether the rank at ``attained`` is this line's."""
