@@ -61,6 +61,7 @@ COMPILED = [
     "src/rackwise/policies/parts/size_distribution.py",
     "src/rackwise/policies/parts/virtual_machine.py",
     "src/rackwise/sim/engine.py",
+    "src/rackwise/sorted_ints.py",
     "src/rackwise/workload/state.py",
 ]
 

@@ -14,13 +14,13 @@ as free, and its tenants and free slices are kept beside the table.
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, insort
 from collections.abc import Iterable, Iterator, Sequence, Set
 from typing import Protocol
 
 from mypy_extensions import mypyc_attr
 
 from rackwise.cluster.topology import Topology
+from rackwise.sorted_ints import index_of, insert
 
 SLICES_PER_GPU = 1000
 SLICED = "~sliced"  # the owner of a GPU split among fractional jobs
@@ -224,7 +224,7 @@ class Allocation:
         owner, gpu_node, free_ids = self.owner, self.topology.gpu_node, self._free_ids
         for gpu in gpu_ids:
             owner[gpu] = None
-            insort(free_ids[gpu_node[gpu]], gpu)
+            insert(free_ids[gpu_node[gpu]], gpu)
         self._recount(gpu_ids)
 
     def _recount(self, gpu_ids: tuple[int, ...]) -> None:
@@ -400,7 +400,7 @@ class TentativeAllocation:
                     found = touched.get(node)
                     ids = self._touch(node) if found is None else found
                     before = len(ids)
-                position = bisect_left(ids, gpu)
+                position = index_of(ids, gpu)
                 present = position < len(ids) and ids[position] == gpu
                 if sign < 0:
                     if not present:
@@ -427,7 +427,7 @@ class TentativeAllocation:
         """The overlay's own free-id list of a node, copied from the base."""
         ids = self._ids[node] = list(self._base._free_ids[node])
         if self._touched_at is not None:
-            insort(self._touched_at[len(ids)], node)
+            insert(self._touched_at[len(ids)], node)
         elif len(self._ids) > _BUCKET_TOUCHED_FROM:
             # Many nodes touched (a large cluster, a big decision): from here on keep
             # them by free count, so `tightest_node` need not scan them all.
@@ -438,5 +438,5 @@ class TentativeAllocation:
 
     def _rebucket(self, node: int, before: int, after: int) -> None:
         nodes = self._touched_at[before]  # type: ignore[index]
-        del nodes[bisect_left(nodes, node)]
-        insort(self._touched_at[after], node)  # type: ignore[index]
+        del nodes[index_of(nodes, node)]
+        insert(self._touched_at[after], node)  # type: ignore[index]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import heapq
 import math
-from bisect import bisect_left, insort
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +19,7 @@ import numpy as np
 from mypy_extensions import mypyc_attr
 
 from rackwise.frozen import pickled_by_constructor
+from rackwise.sorted_ints import index_of, insert
 
 _EXPONENTS: dict[int, np.ndarray] = {}  # k / capacity, k = 0..capacity-1, by capacity (read-only arrays)
 
@@ -528,8 +528,8 @@ class PriceBook:
             raise ValueError(f"node {node} has {self.free(slot, node)} free GPUs in slot {slot}, "
                              f"not {n_gpus}")
         by_load = self._by_load[slot][self._class_of[node]]
-        del by_load[g][bisect_left(by_load[g], node)]
-        insort(by_load[g + n_gpus], node)
+        del by_load[g][index_of(by_load[g], node)]
+        insert(by_load[g + n_gpus], node)
         loads[node] = g + n_gpus
         self._free[slot][self._group_of[node]] -= n_gpus
         if self.memo:
