@@ -147,7 +147,7 @@ class FirstCopiesView:
                 renewed.append((job_id, self._made(state, run_start.get(job_id))))
         if not gone and not renewed:
             return
-        moved: list[int] = []  # nodes whose free count changes
+        moved: list[int] = []  # nodes to re-rank: their free count or their key changes
         reclaimed: list[str] = []  # jobs whose places in the node sequence change
         dirty: list[int] = []  # nodes whose key may change
         # Release first (a GPU may pass to another job).
