@@ -19,7 +19,7 @@ ROOT = Path(__file__).parents[1] / "src" / "rackwise"
 
 # Lowest first. Single modules (errors.py, run.py) count as packages.
 LAYERS: list[set[str]] = [
-    {"errors", "frozen"},
+    {"errors", "frozen", "sorted_ints"},
     {"workload", "cluster", "metrics", "report"},
     {"traces"},
     {"perf"},
