@@ -516,7 +516,9 @@ class Simulator:
             state.advance(now)
             state.rate_iters_per_s = rate
             if comm is not None:
-                state.comm_s_per_iter, state.comm_extra_s_per_iter = comm.get(job_id, NO_COMM)
+                # Not `get(job_id, NO_COMM)`: compiled, the default is boxed anew at every call.
+                pair = comm.get(job_id)
+                state.comm_s_per_iter, state.comm_extra_s_per_iter = NO_COMM if pair is None else pair
             state.version += 1
             running_log.append(job_id)
             # `finish_eta` and `_queue_completion` inlined: this runs for every re-rated job.
