@@ -1,8 +1,8 @@
 """Where Hadar's rounds go, counted: how many jobs a round plans, and how many find nothing.
 
-Runs ``hadar`` (or ``--policy hadare``, its defaults) on the first N jobs of a trace (the cluster of
-``bench_policies.py speed``), ideal performance model, seed 0, with counters
-wrapped around its planner, and prints one JSON line:
+Runs ``hadar`` (or ``--policy hadare``, its defaults) on the first N jobs of a trace (0: all of
+them; the cluster of ``bench_policies.py speed``), under the ideal performance model (or
+``--perf network``), seed 0, with counters wrapped around its planner, and prints one JSON line:
 
 * ``rounds``: rounds planned, and ``jobs_planned``: jobs planned over all of
   them (every active job is planned again each round);
@@ -25,6 +25,7 @@ wrapped around its planner, and prints one JSON line:
 counters change no decision. CPU seconds include the counters' own cost.
 
     cd benchmarks && python bench_hadar_rounds.py --trace philly_2017 --first-n 10000
+    cd benchmarks && python bench_hadar_rounds.py --trace itp_2021 --first-n 0 --perf network
 """
 
 from __future__ import annotations
@@ -43,7 +44,8 @@ import rackwise
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", default="philly_2017", choices=sorted(SPEED_CLUSTERS))
-    parser.add_argument("--first-n", type=int, default=10000)
+    parser.add_argument("--first-n", type=int, default=10000, help="0: the whole trace")
+    parser.add_argument("--perf", default="ideal", choices=["ideal", "network"])
     parser.add_argument("--policy", default="hadar", choices=["hadar", "hadare"])
     args = parser.parse_args()
     if rackwise.is_compiled():
@@ -93,7 +95,7 @@ def main() -> None:
         counts["rounds_moved_as_planned"] += not in_shape
         return decide_of(self, *args, in_shape=in_shape)
 
-    build = simulator_for(args.policy, args.trace, args.first_n)
+    build = simulator_for(args.policy, args.trace, args.first_n or None, perf=args.perf)
     HadarPlanner._rows, HadarPlanner._plan = counted_rows, counted_plan  # type: ignore[method-assign]
     HadarPlanner._single_type_slots = counted_slots  # type: ignore[method-assign]
     HadarPlanner._decide_keeping = counted_decide  # type: ignore[method-assign]
@@ -108,7 +110,7 @@ def main() -> None:
     digest = records_sha256(result)
     records = result.records
     print(json.dumps({"figure": "hadar_rounds", "policy": args.policy, "trace": args.trace,
-                      "first_n": args.first_n, **counts,
+                      "first_n": args.first_n, "perf": args.perf, **counts,
                       "preemptions": sum(r.n_preemptions for r in records),
                       "avg_jct_s": round(sum(r.jct_s for r in records) / len(records), 1),
                       "cpu_s": round(cpu_s, 2),

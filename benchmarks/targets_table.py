@@ -118,17 +118,26 @@ def network_table(rows: list[Row]) -> list[str]:
     builds = builds_of(ratios)
     lines = ["| policy | trace | " + " | ".join(f"{LABELS[build]}, CPU s: ideal / network (ratio)"
                                                 for build in builds)
-             + " | steps: ideal / network | mean queue: ideal / network |",
-             "|---|---|" + "---|" * (len(builds) + 2)]
+             + " | steps: ideal / network | CPU us per step: ideal / network | mean queue: ideal / network |",
+             "|---|---|" + "---|" * (len(builds) + 3)]
     for policy, trace in keys:
         cells = [cell(ratios.get((policy, trace, build)), lambda row: ratio(row, "cpu_s_ideal", "cpu_s_network"))
                  for build in builds]
         shown = ratios.get((policy, trace, "compiled")) or ratios.get((policy, trace, "python")) or {}
         lines.append(f"| {policy} | {trace} | {' | '.join(cells)} "
                      f"| {number(shown.get('n_steps_ideal'))} / {number(shown.get('n_steps_network'))} "
+                     f"| {per_step(shown, 'ideal')} / {per_step(shown, 'network')} "
                      f"| {number(shown.get('mean_pending_ideal'), 1)} / "
                      f"{number(shown.get('mean_pending_network'), 1)} |")
     return lines
+
+
+def per_step(row: Row, model: str) -> str:
+    """CPU microseconds per simulation step under ``model``: the ratio's other factor than the steps."""
+    cpu_s, n_steps = row.get(f"cpu_s_{model}"), row.get(f"n_steps_{model}")
+    if not isinstance(cpu_s, (int, float)) or not isinstance(n_steps, int) or n_steps <= 0:
+        return "—"
+    return number(cpu_s / n_steps * 1e6, 1)
 
 
 def decision_table(rows: list[Row]) -> list[str]:

@@ -18,18 +18,21 @@ pytestmark = pytest.mark.skipif(rackwise.is_compiled(), reason="counts need the 
 FIRST_N = 20
 
 
-def test_counters_leave_the_records_as_they_are_and_add_up() -> None:
+@pytest.mark.parametrize("perf", ["ideal", "network"])
+def test_counters_leave_the_records_as_they_are_and_add_up(perf: str) -> None:
     from rackwise import traces
     from rackwise.cluster.topology import uniform_cluster
     from rackwise.policies.registry import make_policy
+    from rackwise.run import make_perf
     from rackwise.sim.engine import Simulator
 
-    done = subprocess.run([sys.executable, str(BENCHMARKS / "bench_hadar_rounds.py"), "--first-n", str(FIRST_N)],
-                          capture_output=True, text=True, check=True, cwd=BENCHMARKS)
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "bench_hadar_rounds.py"), "--first-n", str(FIRST_N),
+                           "--perf", perf], capture_output=True, text=True, check=True, cwd=BENCHMARKS)
     figures = json.loads(done.stdout)
+    assert figures["perf"] == perf
     topology = uniform_cluster(*load_script("bench_policies").SPEED_CLUSTERS["philly_2017"])
     jobs = traces.load("philly_2017", first_n=FIRST_N).drop_oversized(topology.n_gpus)
-    records = Simulator(topology, jobs, make_policy("hadar"), seed=0).run().records
+    records = Simulator(topology, jobs, make_policy("hadar"), perf=make_perf(perf, {}), seed=0).run().records
     assert figures["records_sha256"] == hashlib.sha256(repr(records).encode()).hexdigest()[:16]
     assert 0 < figures["rounds"] <= figures["jobs_planned"]
     assert 0 <= figures["offered_nothing_last"] <= figures["jobs_offered_nothing"] <= figures["jobs_planned"]
