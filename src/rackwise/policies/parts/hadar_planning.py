@@ -286,8 +286,9 @@ class HadarPlanner:
                       for state, _, elapsed, curve, _ in jobs]
         if order == "utility_density":
             return [jobs[i] for i in sorted(range(len(jobs)), key=by_density.__getitem__)]
-        # Remaining time on the fastest usable type, in seconds (a lower bound on the finish).
-        left = [remaining / max(types.rates) for _, remaining, _, _, types in jobs]
+        # Remaining time on the fastest usable type, in seconds (a lower bound on the finish);
+        # its rate read by index, as `max` is a generic call on the builtins module, compiled.
+        left = [remaining / types.rates[types.fastest[0]] for _, remaining, _, _, types in jobs]
         cut = self._params.longest_share * max(left)
         by_left = [-t for t in left]
         first = sorted((i for i, t in enumerate(left) if t >= cut), key=by_left.__getitem__)
@@ -321,6 +322,7 @@ class HadarPlanner:
         r = usable[0]
         progress = self._params.round_s * types.rates[r]
         spread_factor = self._params.spread_factor
+        min_nodes = self._min_nodes(r, n_gpus)
         slots: list[Option | None] = []
         any_room = False
         for t, first in enumerate(book.first_alike()):
@@ -330,7 +332,7 @@ class HadarPlanner:
                 picked = self._local(book, t, usable, n_gpus)
                 assert picked is not None  # the type has room
                 cost, take = picked
-                factor = spread_factor if len(take) > self._min_nodes(r, n_gpus) else 1.0
+                factor = spread_factor if len(take) > min_nodes else 1.0
                 slots.append(Option(cost, progress * factor, take))
                 any_room = True
             else:

@@ -202,6 +202,16 @@ def _cost_floor(by_ratio: Sequence[Option | None], by_speed: Sequence[Option | N
     return ratio * covered * (1.0 - 1e-9)
 
 
+def _largest(values: list[float]) -> float:
+    """``max(values)`` of a non-empty list, the same float: compiled, a loop stays native where
+    ``max`` is a generic call on the builtins module (made for every job a round plans)."""
+    largest = values[0]
+    for value in values:
+        if value > largest:
+            largest = value
+    return largest
+
+
 def _earliest_finish(by_speed: Sequence[Option | None], work: float) -> int | None:
     """The first slot by whose end ``work`` can be done, taking the most progress in every slot."""
     last = len(by_speed) - 1
@@ -281,7 +291,7 @@ def _best_of_fills(fills: tuple[Sequence[Option | None], ...], by_ratio: Sequenc
     utilities = [utility(t_min + i) for i in range(max_wait_slots + 1)]
     # A job priced out (about half of those planned in a busy round) is told so
     # here, without the fills: no plan can cost less than this floor.
-    if max(utilities) <= _cost_floor(by_ratio, by_speed, work):
+    if _largest(utilities) <= _cost_floor(by_ratio, by_speed, work):
         return None
     last = len(by_speed) - 1
     # Every candidate finish slot orders the explicit slots alike: sort them once per fill.
@@ -332,7 +342,7 @@ def _uniform_plan(option: Option, n_slots: int, work: float, utility: Callable[[
     utilities = [utility(t_min + i) for i in range(max_wait_slots + 1)]
     ratio = option.cost / option.progress
     covered = work - 1e-9 * (1.0 + option.progress)
-    if ratio > 0 and covered > 0 and max(utilities) <= ratio * covered * (1.0 - 1e-9):
+    if ratio > 0 and covered > 0 and _largest(utilities) <= ratio * covered * (1.0 - 1e-9):
         return None  # `_cost_floor`'s test, its minimum and maximum over equal options
     last = n_slots - 1
     entries = [(ratio, -option.progress, t) for t in range(last)]  # sorted: equal but for t
