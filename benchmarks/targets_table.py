@@ -133,7 +133,7 @@ def network_table(rows: list[Row]) -> list[str]:
 
 
 def per_step(row: Row, model: str) -> str:
-    """CPU microseconds per simulation step under ``model``: the ratio's other factor than the steps."""
+    """CPU microseconds per simulation step under ``model``; a ratio is the steps' ratio times this one's."""
     cpu_s, n_steps = row.get(f"cpu_s_{model}"), row.get(f"n_steps_{model}")
     if not isinstance(cpu_s, (int, float)) or not isinstance(n_steps, int) or n_steps <= 0:
         return "—"

@@ -289,7 +289,7 @@ def _best_of_fills(fills: tuple[Sequence[Option | None], ...], by_ratio: Sequenc
         return None
     # Candidate finish slots: t_min + i, i = 0..max_wait_slots.
     utilities = [utility(t_min + i) for i in range(max_wait_slots + 1)]
-    # A job priced out (about half of those planned in a busy round) is told so
+    # A job priced out (half to five in six of those planned in a busy round) is told so
     # here, without the fills: no plan can cost less than this floor.
     if _largest(utilities) <= _cost_floor(by_ratio, by_speed, work):
         return None
